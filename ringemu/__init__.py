@@ -1,0 +1,23 @@
+"""ringemu: ring collectives on N virtual ranks, with every element that crosses a link counted exactly.
+
+Public API (stable): the collectives, their schedules, the ledgers, size-only buffers and fixed-seed blocks.
+"""
+from .collectives import all_gather, all_reduce, naive_all_reduce, reduce_scatter
+from .dtypes import DTYPES, resolve_dtype
+from .layout import ChunkLayout
+from .ledger import CommLedger, RankTraffic, Traffic
+from .memory import MemoryLedger
+from .provenance import ProvenanceError, check_provenance
+from .schedule import (ADD, COPY, Schedule, Transfer, naive_reduce_broadcast, ring_all_gather, ring_all_reduce,
+                       ring_reduce_scatter, schedule_for)
+from .virtual import VirtualBuffer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "reduce_scatter", "all_gather", "all_reduce", "naive_all_reduce",
+    "Schedule", "Transfer", "COPY", "ADD", "ring_reduce_scatter", "ring_all_gather", "ring_all_reduce",
+    "naive_reduce_broadcast", "schedule_for", "check_provenance", "ProvenanceError",
+    "ChunkLayout", "CommLedger", "Traffic", "RankTraffic", "MemoryLedger", "VirtualBuffer",
+    "DTYPES", "resolve_dtype", "__version__",
+]

@@ -1,0 +1,5 @@
+"""Communicator implementations: the in-process emulator, and (optional) torch.distributed."""
+from .base import Communicator
+from .emulator import EmulatedWorld, EmulatorCommunicator, RankFailure
+
+__all__ = ["Communicator", "EmulatedWorld", "EmulatorCommunicator", "RankFailure"]

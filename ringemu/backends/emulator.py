@@ -1,0 +1,184 @@
+"""The in-process emulator: N ranks as N threads of one process, meeting at every collective.
+
+:meth:`EmulatedWorld.run` calls a per-rank function once per rank, each in its own thread with its own
+:class:`EmulatorCommunicator`. A collective is a rendezvous: when every rank has arrived with its buffer, one
+thread runs the whole collective on the stacked world (one kernel launch, :mod:`ringemu.collectives`) and
+hands each rank its part. Ranks that disagree (another collective, label, size or dtype, or a rank that returned
+while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import collectives
+from ..layout import ChunkLayout
+from ..ledger import CommLedger
+from ..schedule import check_n_ranks
+from ..virtual import VirtualBuffer, is_virtual
+
+__all__ = ["EmulatedWorld", "EmulatorCommunicator", "RankFailure"]
+
+_EXIT = ("exit", "", None, None)  # what a rank deposits when its function has returned
+
+
+class RankFailure(RuntimeError):
+    """A rank raised, or the ranks' collective calls did not match."""
+
+
+@dataclass(frozen=True)
+class _Request:
+    op: str
+    label: str
+    numel: int | None
+    dtype: Any
+    buffer: Any
+
+    def key(self):
+        return (self.op, self.label, self.numel, str(self.dtype))
+
+
+class _Rendezvous:
+    """Two barrier waits per collective: all requests in, then one thread executes, then all read out."""
+
+    def __init__(self, n_ranks: int, timeout: float | None):
+        self.barrier = threading.Barrier(n_ranks, timeout=timeout)
+        self.requests: list[_Request | None] = [None] * n_ranks
+        self.results: list[Any] = []
+        self.error: BaseException | None = None
+
+    def exchange(self, rank: int, request: _Request, execute: Callable[[list[_Request]], list[Any]]):
+        self.requests[rank] = request
+        if self.barrier.wait() == 0:
+            try:
+                self.error, self.results = None, execute(self.requests)
+            except BaseException as exc:  # handed to every rank below
+                self.error, self.results = exc, []
+        self.barrier.wait()
+        if self.error is not None:
+            raise self.error
+        return self.results[rank]
+
+
+class EmulatorCommunicator:
+    """One rank's view of an :class:`EmulatedWorld` (implements :class:`~ringemu.backends.Communicator`)."""
+
+    def __init__(self, world: "EmulatedWorld", rank: int):
+        self.world, self.rank, self.n_ranks, self.ledger = world, rank, world.n_ranks, world.ledger
+
+    def layout(self, numel: int) -> ChunkLayout:
+        return ChunkLayout(numel, self.n_ranks)
+
+    def _call(self, op: str, buffer, numel: int, label: str):
+        if not (isinstance(buffer, np.ndarray) and buffer.ndim == 1) and not (is_virtual(buffer) and buffer.ndim == 1):
+            raise TypeError(f"rank {self.rank}: {op} needs a 1-D numpy array or VirtualBuffer; got "
+                            f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
+        request = _Request(op, label, int(numel), buffer.dtype, buffer)
+        return self.world._rendezvous.exchange(self.rank, request, self.world._execute)
+
+    def reduce_scatter(self, buffer, label: str = "reduce_scatter"):
+        return self._call("reduce_scatter", buffer, buffer.shape[0], label)
+
+    def all_gather(self, shard, numel: int, label: str = "all_gather"):
+        return self._call("all_gather", shard, numel, label)
+
+    def all_reduce(self, buffer, label: str = "all_reduce"):
+        return self._call("all_reduce", buffer, buffer.shape[0], label)
+
+
+class EmulatedWorld:
+    """N virtual ranks in one process, sharing one CommLedger.
+
+    ``mode`` selects the kernel path (``fused``, ``step`` or ``reference``; all give the same bits).
+    ``timeout`` (seconds) bounds how long a rank waits at a collective before the world is declared hung.
+    """
+
+    def __init__(self, n_ranks: int, ledger: CommLedger | None = None, mode: str = "fused",
+                 timeout: float | None = 600.0):
+        self.n_ranks = check_n_ranks(n_ranks)
+        self.ledger = ledger
+        self.mode = mode
+        self.timeout = timeout
+        self._rendezvous = _Rendezvous(self.n_ranks, timeout)
+
+    def communicators(self) -> list[EmulatorCommunicator]:
+        return [EmulatorCommunicator(self, r) for r in range(self.n_ranks)]
+
+    def run(self, fn: Callable[..., Any], *args, **kwargs) -> list[Any]:
+        """Call ``fn(comm, *args, **kwargs)`` on every rank at once; return the per-rank results in rank order.
+
+        If any rank raises, the others are released and :class:`RankFailure` is raised naming the rank.
+        """
+        self._rendezvous = _Rendezvous(self.n_ranks, self.timeout)
+        results: list[Any] = [None] * self.n_ranks
+        errors: list[tuple[int, BaseException]] = []
+        released: list[int] = []  # ranks woken by a broken barrier (another rank failed, or a timeout)
+
+        def body(comm: EmulatorCommunicator) -> None:
+            try:
+                results[comm.rank] = fn(comm, *args, **kwargs)
+                comm._call("exit", VirtualBuffer((0,), "int32"), 0, "")
+            except threading.BrokenBarrierError:
+                released.append(comm.rank)  # another rank failed first (reported below), or the wait timed out
+            except BaseException as exc:
+                errors.append((comm.rank, exc))
+                self._rendezvous.barrier.abort()
+
+        if self.n_ranks == 1:
+            body(self.communicators()[0])
+        else:
+            threads = [threading.Thread(target=body, args=(c,), name=f"rank{c.rank}") for c in self.communicators()]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        if errors:
+            rank, exc = min(errors, key=lambda e: e[0])
+            if isinstance(exc, RankFailure):
+                raise exc
+            raise RankFailure(f"rank {rank} failed: {type(exc).__name__}: {exc}") from exc
+        if released:
+            raise RankFailure(f"the world hung: ranks {sorted(released)} waited more than {self.timeout} s "
+                              f"at a collective")
+        return results
+
+    # -- executed by one thread with every rank's request ------------------------------------------------------
+    def _execute(self, requests: list[_Request]) -> list[Any]:
+        keys = {r.key() for r in requests}
+        if len(keys) != 1:
+            asked = "; ".join(f"rank {i}: {r.op}({r.label!r}, numel={r.numel}, {r.dtype})"
+                              for i, r in enumerate(requests))
+            raise RankFailure(f"ranks made different collective calls: {asked}")
+        first = requests[0]
+        if first.op == "exit":
+            return [None] * self.n_ranks
+        buffers = [r.buffer for r in requests]
+        virtual = any(is_virtual(b) for b in buffers)
+        if virtual and not all(is_virtual(b) for b in buffers):
+            raise RankFailure(f"{first.label}: some ranks passed size-only buffers and some real arrays")
+        opts = dict(ledger=self.ledger, label=first.label, mode=self.mode)
+        n, numel, dtype = self.n_ranks, first.numel, first.dtype
+        if first.op == "all_gather":
+            layout = ChunkLayout(numel, n)
+            for rank, b in enumerate(buffers):
+                if b.shape[0] != layout.payload(rank):
+                    raise RankFailure(f"{first.label}: rank {rank} passed a shard of {b.shape[0]} elements; "
+                                      f"ChunkLayout({numel}, {n}) gives it {layout.payload(rank)}")
+            if virtual:
+                collectives.all_gather(VirtualBuffer((n, numel), dtype), **opts)
+                return [VirtualBuffer((numel,), dtype)] * n
+            world = collectives.all_gather(list(buffers), **opts)
+            return list(world)
+        if any(b.shape[0] != numel for b in buffers):
+            raise RankFailure(f"{first.label}: ranks passed buffers of different lengths "
+                              f"{[b.shape[0] for b in buffers]}")
+        world_in = VirtualBuffer((n, numel), dtype) if virtual else buffers
+        if first.op == "reduce_scatter":
+            return collectives.reduce_scatter(world_in, **opts)
+        if first.op == "all_reduce":
+            out = collectives.all_reduce(world_in, **opts)
+            return [VirtualBuffer((numel,), dtype)] * n if virtual else list(out)
+        raise RankFailure(f"unknown collective {first.op!r}")

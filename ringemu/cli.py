@@ -1,0 +1,52 @@
+"""The ``ringemu`` command line: one dispatcher; each subcommand lives beside the code it drives.
+
+Every subcommand takes ``--json``. Bad input prints one line ``ringemu: error: ...`` and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+
+# module that defines register(subparsers) for each group of subcommands (imported lazily at parse time)
+COMMAND_MODULES = (
+    "ringemu.commands",      # demo, run, trace, count
+    "ringemu.bench_command",  # bench
+    "zero_stages.commands",  # zero, memory
+    "proofs.commands",       # prove
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+        self.exit(2, f"ringemu: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ringemu", description="Ring collectives and ZeRO on N virtual ranks, counted exactly.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # that group is not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except (ValueError, TypeError) as exc:
+        print(f"ringemu: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

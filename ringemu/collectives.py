@@ -1,0 +1,162 @@
+"""Public collectives on N virtual ranks: ``reduce_scatter``, ``all_gather``, ``all_reduce``, ``naive_all_reduce``.
+
+Each call builds its schedule (:mod:`ringemu.schedule`), records it in the :class:`~ringemu.ledger.CommLedger`
+passed in, and — for real buffers — executes it with the kernels (:mod:`ringemu.execute`). Size-only buffers
+(:class:`~ringemu.virtual.VirtualBuffer`) run the same call with counting only.
+
+Input is a world array of shape (N, S), one row per rank, or a sequence of N one-dimensional per-rank buffers.
+Rows are padded with zeros to N·ceil(S/N) inside; results drop the padding:
+
+* ``reduce_scatter(world)`` → list of N arrays; entry r is rank r's fully reduced chunk r (``ChunkLayout(S, N)``
+  gives its length, which is 0 for chunks made only of padding);
+* ``all_gather(shards)`` → (N, S) array, every row the concatenation of the shards;
+* ``all_reduce(world)`` and ``naive_all_reduce(world)`` → (N, S) array, every row the sum over ranks.
+
+The input is never modified. Integer inputs whose exact sum does not fit the dtype are rejected (ring
+partial sums wrap around but the final sum is exact whenever it fits, as in two's-complement hardware).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .dtypes import resolve_dtype
+from .execute import run_schedule
+from .layout import ChunkLayout
+from .ledger import CommLedger
+from .schedule import Schedule, naive_reduce_broadcast, ring_all_gather, ring_all_reduce, \
+    ring_reduce_scatter
+from .virtual import VirtualBuffer
+
+__all__ = ["reduce_scatter", "all_gather", "all_reduce", "naive_all_reduce", "as_world", "check_integer_sum"]
+
+
+def as_world(buffers, name: str = "world") -> np.ndarray | VirtualBuffer:
+    """An (N, S) world from an array, a VirtualBuffer or a sequence of equal-length 1-D per-rank buffers."""
+    if isinstance(buffers, VirtualBuffer):
+        if buffers.ndim != 2 or buffers.shape[0] < 1:
+            raise ValueError(f"{name} must have shape (n_ranks >= 1, numel); got {buffers.shape}")
+        return buffers
+    if isinstance(buffers, np.ndarray):
+        world = buffers
+    elif isinstance(buffers, Sequence) and len(buffers) and all(isinstance(b, np.ndarray) for b in buffers):
+        shapes = {b.shape for b in buffers}
+        dtypes = {b.dtype for b in buffers}
+        if len(shapes) != 1 or len(dtypes) != 1 or buffers[0].ndim != 1:
+            raise ValueError(f"{name}: per-rank buffers must be 1-D with one shape and dtype; got shapes "
+                             f"{sorted(shapes)} and dtypes {sorted(map(str, dtypes))}")
+        world = np.stack(buffers)
+    else:
+        raise TypeError(f"{name} must be an (n_ranks, numel) numpy array, a VirtualBuffer, or a non-empty list "
+                        f"of 1-D numpy arrays; got {type(buffers).__name__}")
+    if world.ndim != 2 or world.shape[0] < 1:
+        raise ValueError(f"{name} must have shape (n_ranks >= 1, numel); got {world.shape}")
+    resolve_dtype(world.dtype)  # raises for unsupported dtypes
+    return world
+
+
+def check_integer_sum(world: np.ndarray, name: str = "world") -> None:
+    """Raise ValueError if an integer world's sum over ranks does not fit its dtype (floats pass)."""
+    if world.dtype.kind != "i" or world.size == 0:
+        return
+    info = np.iinfo(world.dtype)
+    if world.dtype.itemsize <= 4:
+        total = world.astype(np.int64).sum(axis=0)  # exact: N·2^31 < 2^63
+        bad = np.flatnonzero((total > info.max) | (total < info.min))
+    else:
+        approx = world.astype(np.float64).sum(axis=0)  # relative error < N·2^-53: only a screen
+        suspect = np.flatnonzero(np.abs(approx) >= 2.0 ** 62)
+        exact = [sum(int(v) for v in world[:, j]) for j in suspect]
+        bad = [j for j, t in zip(suspect, exact) if not info.min <= t <= info.max]
+    if len(bad):
+        j = int(bad[0])
+        raise ValueError(f"{name}: the sum over ranks of element {j} is {sum(int(v) for v in world[:, j])}, "
+                         f"outside {world.dtype} [{info.min}, {info.max}]; use a wider dtype or smaller values")
+
+
+def _padded(world: np.ndarray, layout: ChunkLayout) -> np.ndarray:
+    padded = np.zeros((world.shape[0], layout.padded_numel), dtype=world.dtype)  # the one extra world buffer
+    padded[:, :layout.numel] = world
+    return padded
+
+
+def _run(schedule: Schedule, layout: ChunkLayout, dtype, padded: np.ndarray | None,
+         ledger: CommLedger | None, label: str, mode: str) -> None:
+    if ledger is not None:
+        ledger.record(schedule, layout, dtype, label, size_only=padded is None)
+    if padded is not None:
+        run_schedule(schedule, padded, mode)
+
+
+def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "reduce_scatter",
+                   mode: str = "fused") -> list:
+    """Ring reduce-scatter: entry r of the result is chunk r of the sum over ranks, in ring order."""
+    world = as_world(world)
+    n, numel = world.shape
+    layout = ChunkLayout(numel, n)
+    if isinstance(world, VirtualBuffer):
+        _run(ring_reduce_scatter(n), layout, world.dtype, None, ledger, label, mode)
+        return [VirtualBuffer((layout.payload(r),), world.dtype) for r in range(n)]
+    check_integer_sum(world)
+    padded = _padded(world, layout)
+    _run(ring_reduce_scatter(n), layout, world.dtype, padded, ledger, label, mode)
+    return [padded[r, layout.start(r):layout.start(r) + layout.payload(r)] for r in range(n)]
+
+
+def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_gather",
+               mode: str = "fused"):
+    """Ring all-gather of per-rank shards laid out as ``ChunkLayout(S, N)`` (shard r = chunk r's payload).
+
+    ``shards`` is a list of N 1-D arrays (lengths as the layout gives them), or a VirtualBuffer of shape
+    (N, S) for counting only. Returns the (N, S) gathered world.
+    """
+    if isinstance(shards, VirtualBuffer):
+        world = as_world(shards, "shards")
+        n, numel = world.shape
+        _run(ring_all_gather(n), ChunkLayout(numel, n), world.dtype, None, ledger, label, mode)
+        return VirtualBuffer((n, numel), world.dtype)
+    if not isinstance(shards, Sequence) or not shards or not all(isinstance(s, np.ndarray) for s in shards):
+        raise TypeError("shards must be a non-empty list of 1-D numpy arrays (one per rank) or a VirtualBuffer")
+    n = len(shards)
+    numel = sum(int(s.size) for s in shards)
+    layout = ChunkLayout(numel, n)
+    lengths = [s.size for s in shards]
+    if [s.ndim for s in shards] != [1] * n or lengths != layout.payloads().tolist():
+        raise ValueError(f"shards must be 1-D with lengths {layout.payloads().tolist()} "
+                         f"(ChunkLayout({numel}, {n}) payloads); got lengths {lengths}")
+    dtypes = {s.dtype for s in shards}
+    if len(dtypes) != 1:
+        raise ValueError(f"shards must share one dtype; got {sorted(map(str, dtypes))}")
+    dtype = resolve_dtype(shards[0].dtype)
+    padded = np.zeros((n, layout.padded_numel), dtype=dtype)
+    for r, shard in enumerate(shards):
+        padded[r, layout.start(r):layout.start(r) + shard.size] = shard
+    _run(ring_all_gather(n), layout, dtype, padded, ledger, label, mode)
+    return padded[:, :numel]
+
+
+def _reduce_all(schedule_fn, world, ledger, label, mode):
+    world = as_world(world)
+    n, numel = world.shape
+    schedule = schedule_fn(n)
+    layout = ChunkLayout(numel, schedule.n_chunks)
+    if isinstance(world, VirtualBuffer):
+        _run(schedule, layout, world.dtype, None, ledger, label, mode)
+        return VirtualBuffer((n, numel), world.dtype)
+    check_integer_sum(world)
+    padded = _padded(world, layout)
+    _run(schedule, layout, world.dtype, padded, ledger, label, mode)
+    return padded[:, :numel]
+
+
+def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_reduce", mode: str = "fused"):
+    """Ring all-reduce (reduce-scatter then all-gather): every row of the result is the sum over ranks,
+    bit-identical to :func:`reduce_scatter`'s chunks."""
+    return _reduce_all(ring_all_reduce, world, ledger, label, mode)
+
+
+def naive_all_reduce(world, *, ledger: CommLedger | None = None, label: str = "naive_all_reduce",
+                     mode: str = "fused"):
+    """The lesson's contrast: rank 0 receives every buffer, sums in rank order, sends the sum back."""
+    return _reduce_all(naive_reduce_broadcast, world, ledger, label, mode)

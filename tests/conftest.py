@@ -1,0 +1,11 @@
+"""Hypothesis profiles: ``default`` is quick for local runs; ``ci`` is thorough (``.ci/run`` selects it
+with ``HYPOTHESIS_PROFILE=ci``). No deadline: numba compiles on first call and the machines are shared."""
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("default", max_examples=25, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", max_examples=150, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
