@@ -1,0 +1,203 @@
+"""A Communicator on a torch.distributed process group: the same per-rank stage code on a real engine.
+
+:class:`TorchCommunicator` implements :class:`~ringemu.backends.Communicator` for one process (one rank) of an
+initialised process group: gloo on the CPU, NCCL when the group's backend is NCCL (buffers then travel through
+this rank's CUDA device). Buffers go in and come out as flat numpy arrays, padded inside to
+``ChunkLayout(S, N)`` exactly as the emulator pads them, so rank r's reduce-scatter result is chunk r's payload.
+
+Two algorithms:
+
+* ``algorithm="native"`` (default): the engine's own collectives, ``reduce_scatter_tensor``,
+  ``all_gather_into_tensor`` (called ``reduce_scatter_single`` / ``all_gather_single`` since torch 2.13) and
+  ``all_reduce``. Their algorithm and summation order are the engine's, not the
+  ring's: integer blocks (:mod:`ringemu.blocks`), whose sums do not depend on order, come out bit-identical to the
+  emulator; floating-point sums in general do not (measured in ``docs/real_engine.md``).
+* ``algorithm="ring"``: the ringemu :class:`~ringemu.schedule.Schedule` itself executed over point-to-point
+  ``isend``/``irecv``, step by step, with the emulator's per-hop arithmetic (16-bit wire types add in fp32 and
+  round per hop, :func:`ringemu.reference.hop_add`). Bit-identical to the emulator for every dtype.
+
+Either way the :class:`~ringemu.ledger.CommLedger` is filled from the same ring schedules as the emulator's, so
+its counts are *modelled* traffic (``traffic_source``), not bytes observed on the wire; for what the engine
+actually sends see :mod:`ringemu.backends.wire_bytes`. Every rank records the whole world's modelled traffic.
+Size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`) are only counted; nothing is sent.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..dtypes import BFLOAT16, resolve_dtype
+from ..layout import ChunkLayout
+from ..ledger import CommLedger
+from ..reference import hop_add
+from ..schedule import ADD, COPY, Schedule, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from ..virtual import VirtualBuffer, is_virtual
+
+__all__ = ["TorchCommunicator", "ALGORITHMS", "to_torch", "to_numpy"]
+
+ALGORITHMS = ("native", "ring")
+
+# torch 2.13 renamed reduce_scatter_tensor / all_gather_into_tensor (the old names warn); same semantics
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+_TORCH_DTYPES = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
+                 np.dtype(np.float16): torch.float16, BFLOAT16: torch.bfloat16,
+                 np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
+
+
+def to_torch(array: np.ndarray) -> torch.Tensor:
+    """A CPU tensor sharing memory with a 1-D numpy array of a ringemu dtype (bf16 is reinterpreted, not cast)."""
+    dt = resolve_dtype(array.dtype)
+    array = np.ascontiguousarray(array)
+    if dt == BFLOAT16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy array with the tensor's values (copied to the CPU if needed); bfloat16 becomes ml_dtypes bf16."""
+    tensor = tensor.detach().cpu().contiguous()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(BFLOAT16)
+    return tensor.numpy()
+
+
+class TorchCommunicator:
+    """This process's rank of a torch.distributed process group (implements ``Communicator``).
+
+    ``group`` is a process group (None: the default group, which must be initialised). ``ledger`` records every
+    call under its label from the ring schedules (modelled traffic). ``algorithm`` is ``"native"`` or ``"ring"``
+    (module doc). Every rank must make the same calls in the same order, as on any real engine.
+    """
+
+    traffic_source = "modelled"  # the ledger counts the ring schedule, not the bytes the engine sent
+
+    def __init__(self, group=None, ledger: CommLedger | None = None, algorithm: str = "native"):
+        if not dist.is_available() or not dist.is_initialized():
+            raise ValueError("TorchCommunicator needs an initialised torch.distributed process group "
+                             "(torch.distributed.init_process_group)")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.n_ranks = dist.get_world_size(group)
+        self.ledger = ledger
+        self.algorithm = algorithm
+        self.backend = str(dist.get_backend(group))
+        self.device = (torch.device("cuda", torch.cuda.current_device()) if self.backend == "nccl"
+                       else torch.device("cpu"))
+
+    def layout(self, numel: int) -> ChunkLayout:
+        return ChunkLayout(numel, self.n_ranks)
+
+    # -- helpers -------------------------------------------------------------------------------------------------
+    def _check(self, op: str, buffer) -> None:
+        if not ((isinstance(buffer, np.ndarray) or is_virtual(buffer)) and buffer.ndim == 1):
+            raise TypeError(f"rank {self.rank}: {op} needs a 1-D numpy array or VirtualBuffer; got "
+                            f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
+        resolve_dtype(buffer.dtype)
+
+    def _record(self, schedule: Schedule, layout: ChunkLayout, dtype, label: str, size_only: bool) -> None:
+        if self.ledger is not None:
+            self.ledger.record(schedule, layout, dtype, label, size_only=size_only)
+
+    def _padded(self, values: np.ndarray, layout: ChunkLayout, offset: int = 0) -> np.ndarray:
+        padded = np.zeros(layout.padded_numel, dtype=values.dtype)
+        padded[offset:offset + values.shape[0]] = values
+        return padded
+
+    def _dev(self, array: np.ndarray) -> torch.Tensor:
+        return to_torch(array).to(self.device)
+
+    # -- the three collectives -----------------------------------------------------------------------------------
+    def reduce_scatter(self, buffer, label: str = "reduce_scatter"):
+        """Sum ``buffer`` (length S) over ranks; return this rank's chunk of ``ChunkLayout(S, N)`` (its payload)."""
+        self._check("reduce_scatter", buffer)
+        layout = self.layout(buffer.shape[0])
+        self._record(ring_reduce_scatter(self.n_ranks), layout, buffer.dtype, label, is_virtual(buffer))
+        if is_virtual(buffer):
+            return VirtualBuffer((layout.payload(self.rank),), buffer.dtype)
+        padded = self._padded(buffer, layout)
+        if self.algorithm == "ring":
+            out = self._run_schedule(ring_reduce_scatter(self.n_ranks), padded, layout)
+        else:
+            result = torch.empty(layout.chunk_size, dtype=_TORCH_DTYPES[padded.dtype], device=self.device)
+            _reduce_scatter(result, self._dev(padded), group=self.group)
+            return to_numpy(result)[:layout.payload(self.rank)].copy()
+        start = layout.start(self.rank)
+        return out[start:start + layout.payload(self.rank)].copy()
+
+    def all_gather(self, shard, numel: int, label: str = "all_gather"):
+        """Concatenate every rank's shard (rank r's = chunk r of ``ChunkLayout(numel, N)``); length ``numel``."""
+        self._check("all_gather", shard)
+        layout = self.layout(numel)
+        if shard.shape[0] != layout.payload(self.rank):
+            raise ValueError(f"{label}: rank {self.rank} passed a shard of {shard.shape[0]} elements; "
+                             f"ChunkLayout({numel}, {self.n_ranks}) gives it {layout.payload(self.rank)}")
+        self._record(ring_all_gather(self.n_ranks), layout, shard.dtype, label, is_virtual(shard))
+        if is_virtual(shard):
+            return VirtualBuffer((numel,), shard.dtype)
+        padded = self._padded(shard, layout, layout.start(self.rank))
+        if self.algorithm == "ring":
+            out = self._run_schedule(ring_all_gather(self.n_ranks), padded, layout)
+        else:
+            mine = padded[layout.start(self.rank):layout.start(self.rank) + layout.chunk_size]
+            result = torch.empty(layout.padded_numel, dtype=_TORCH_DTYPES[padded.dtype], device=self.device)
+            _all_gather(result, self._dev(mine), group=self.group)
+            out = to_numpy(result)
+        return out[:numel].copy()
+
+    def all_reduce(self, buffer, label: str = "all_reduce"):
+        """Sum ``buffer`` over ranks; every rank gets the whole sum (ring: reduce-scatter then all-gather)."""
+        self._check("all_reduce", buffer)
+        layout = self.layout(buffer.shape[0])
+        self._record(ring_all_reduce(self.n_ranks), layout, buffer.dtype, label, is_virtual(buffer))
+        if is_virtual(buffer):
+            return VirtualBuffer(buffer.shape, buffer.dtype)
+        if self.algorithm == "ring":
+            return self._run_schedule(ring_all_reduce(self.n_ranks), self._padded(buffer, layout), layout)[
+                :layout.numel].copy()
+        tensor = self._dev(np.array(buffer, copy=True))
+        dist.all_reduce(tensor, group=self.group)
+        return to_numpy(tensor).copy()
+
+    # -- the ring schedule over point-to-point messages ----------------------------------------------------------
+    def _run_schedule(self, schedule: Schedule, row: np.ndarray, layout: ChunkLayout) -> np.ndarray:
+        """Execute ``schedule`` on this rank's padded row in place, as :func:`run_schedule_reference` does for
+        the whole world: in each step every source sends what it held at the step's start; additions into one
+        destination happen in listed order. Returns ``row``."""
+        chunk = layout.chunk_size
+        if chunk == 0:
+            return row
+        bounds = schedule.step_bounds()
+        dtype = _TORCH_DTYPES[row.dtype]
+        for step in range(schedule.n_steps):
+            rows = schedule.table[bounds[step]:bounds[step + 1]].tolist()
+            ops, incoming = [], []
+            for tag, (_, src, dst, c, op) in enumerate(rows):
+                if src == self.rank:
+                    data = self._dev(row[c * chunk:(c + 1) * chunk].copy())
+                    ops.append(dist.P2POp(dist.isend, data, self._peer(dst), self.group, tag))
+                if dst == self.rank:
+                    box = torch.empty(chunk, dtype=dtype, device=self.device)
+                    ops.append(dist.P2POp(dist.irecv, box, self._peer(src), self.group, tag))
+                    incoming.append((c, op, box))
+            if ops:
+                for work in dist.batch_isend_irecv(ops):
+                    work.wait()
+            for c, op, box in incoming:
+                target = row[c * chunk:(c + 1) * chunk]
+                data = to_numpy(box)
+                if op == COPY:
+                    target[...] = data
+                elif op == ADD:
+                    target[...] = hop_add(target, data)
+                else:
+                    raise ValueError(f"unknown op {op} in {schedule.name}")
+        return row
+
+    def _peer(self, rank: int) -> int:
+        """Global rank of group rank ``rank`` (point-to-point calls take global ranks)."""
+        return rank if self.group is None else dist.get_global_rank(self.group, rank)

@@ -1,0 +1,193 @@
+"""Bytes a real engine put on the wire, next to the ledger's modelled count.
+
+The ledger counts what the ring schedule moves (payload and padding, :mod:`ringemu.ledger`). What gloo really
+sends depends on its own algorithms, its message headers and TCP/IP. Two observations are taken around each
+workload, with every rank first meeting at a barrier:
+
+* **socket bytes per rank**: the growth of ``wchar`` in ``/proc/self/io`` of each rank process, i.e. the bytes
+  the process handed to ``write``/``writev`` (gloo's TCP transport writes its messages, header included, with
+  ``writev``). Nothing else writes during a workload, so this is the rank's application-level sent bytes.
+* **interface bytes**: ``tx_bytes`` and ``tx_packets`` of the loopback device in ``/proc/self/net/dev``. The run
+  happens in a private network namespace (``unshare -n``, which needs root or user namespaces), so the ranks'
+  own traffic is the only traffic on that ``lo``. These bytes include each packet's headers (14 B link + 20 B
+  IPv4 + 32 B TCP with timestamps) and the pure ACK packets.
+
+Each workload is bracketed by barriers so that no rank starts before rank 0 has read the counters and rank 0
+reads them again only after every rank has received everything (barrier, read, barrier, workload, barrier,
+read, barrier). The bracket alone (two barriers, workload ``barrier``) is measured the same way and subtracted; ``rounds`` repetitions are averaged
+exactly (``Fraction``). :func:`measure_wire` starts the namespace and the ranks itself and returns a JSON-ready
+dict; ``python -m ringemu.backends.wire_bytes --ranks 4 --numel 1048576 --json`` prints it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+
+from ..dtypes import resolve_dtype
+from ..layout import ChunkLayout
+from ..ledger import CommLedger
+from ..schedule import schedule_for
+
+__all__ = ["WORKLOADS", "measure_wire", "measure_here", "read_lo", "read_wchar"]
+
+# workload -> collectives per step on a flat buffer of numel elements (label, op); ZeRO §7, lesson claim C2
+WORKLOADS = {
+    "barrier": (),
+    "reduce_scatter": (("rs", "reduce_scatter"),),
+    "all_gather": (("ag", "all_gather"),),
+    "all_reduce": (("ar", "all_reduce"),),
+    "dp": (("grad_all_reduce", "all_reduce"),),  # DP, ZeRO-1, ZeRO-2: 2Ψ
+    "zero3": (("param_all_gather_fwd", "all_gather"), ("param_all_gather_bwd", "all_gather"),
+              ("grad_reduce_scatter", "reduce_scatter")),  # ZeRO-3: 3Ψ
+}
+
+
+def read_lo() -> tuple[int, int]:
+    """(tx_bytes, tx_packets) of this network namespace's loopback device, from ``/proc/self/net/dev``."""
+    with open("/proc/self/net/dev") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name.strip() == "lo":
+                fields = rest.split()
+                return int(fields[8]), int(fields[9])  # transmit bytes, packets (columns 9 and 10)
+    raise ValueError("no loopback device in /proc/self/net/dev")
+
+
+def read_wchar() -> int:
+    """Bytes this process has passed to write-type system calls (``wchar`` of ``/proc/self/io``)."""
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    raise ValueError("no wchar in /proc/self/io")
+
+
+def _workload_rank(comm, workloads: list[str], numel: int, dtype: str, rounds: int, seed: int) -> dict:
+    """Per-rank body: for each workload, ``rounds`` times: counters read around the workload (module doc)."""
+    import torch.distributed as dist
+
+    rng = np.random.default_rng([seed, comm.rank])
+    dt = resolve_dtype(dtype)
+    full = rng.integers(-8, 9, size=numel).astype(dt)  # small integers: exact sums in every dtype
+    shard = full[comm.layout(numel).payload_slice(comm.rank)]
+    out = {}
+    for name in workloads:
+        samples = []
+        for _ in range(rounds):
+            dist.barrier()  # A: the previous round is over everywhere
+            lo0, w0 = read_lo(), read_wchar()
+            dist.barrier()  # B: no rank starts before rank 0 has read
+            for label, op in WORKLOADS[name]:
+                if op == "all_gather":
+                    comm.all_gather(shard, numel, label)
+                else:
+                    getattr(comm, op)(full, label)
+            dist.barrier()  # C: every byte of the workload has been received
+            lo1, w1 = read_lo(), read_wchar()
+            dist.barrier()  # D: no rank starts the next round before rank 0 has read
+            samples.append((lo1[0] - lo0[0], lo1[1] - lo0[1], w1 - w0))
+        out[name] = samples
+    return out
+
+
+def measure_here(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp", "zero3"), rounds: int = 3,
+                 algorithm: str = "native", timeout: float = 300.0, seed: int = 0) -> dict:
+    """Run the workloads on N gloo ranks in *this* network namespace and compare with the ledger.
+
+    Interface counts are only meaningful if nothing else uses this namespace's loopback (see
+    :func:`measure_wire`). Returns a JSON-ready dict (module doc); exact ratios are strings of Fractions.
+    """
+    from .torch_launch import TorchWorld
+
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        raise ValueError(f"workloads must be among {', '.join(WORKLOADS)}; got {unknown}")
+    names = ["barrier"] + [w for w in workloads if w != "barrier"]
+    world = TorchWorld(n_ranks, algorithm=algorithm, timeout=timeout)
+    per_rank = world.run(_workload_rank, names, numel, dtype, rounds, seed)
+    base_lo = _mean([s[0] for s in per_rank[0]["barrier"]])
+    base_pk = _mean([s[1] for s in per_rank[0]["barrier"]])
+    base_w = [_mean([s[2] for s in r["barrier"]]) for r in per_rank]
+    result = {"n_ranks": n_ranks, "numel": numel, "dtype": dtype, "algorithm": algorithm, "rounds": rounds,
+              "barrier_bytes_on_lo": str(base_lo), "workloads": {}}
+    for name in names[1:]:
+        ledger = CommLedger()  # modelled: the ring schedules of the same calls
+        for label, op in WORKLOADS[name]:
+            ledger.record(schedule_for(op.replace("_", "-"), n_ranks), ChunkLayout(numel, n_ranks), dtype, label)
+        modelled = ledger.total().bytes
+        lo = _mean([s[0] for s in per_rank[0][name]]) - base_lo
+        packets = _mean([s[1] for s in per_rank[0][name]]) - base_pk
+        sock = [_mean([s[2] for s in r[name]]) - base_w[k] for k, r in enumerate(per_rank)]
+        result["workloads"][name] = {
+            "modelled_bytes_total": modelled,
+            "modelled_bytes_per_rank": ledger.max_sent_bytes_per_rank(),
+            "socket_bytes_per_rank": [str(b) for b in sock],
+            "socket_bytes_total": str(sum(sock, Fraction(0))),
+            "lo_bytes_total": str(lo),
+            "lo_packets_total": str(packets),
+            "socket_over_modelled": str(sum(sock, Fraction(0)) / modelled) if modelled else None,
+            "lo_over_modelled": str(lo / modelled) if modelled else None,
+        }
+    w = result["workloads"]
+    if "dp" in w and "zero3" in w:
+        result["zero3_over_dp"] = {k: str(Fraction(w["zero3"][k]) / Fraction(w["dp"][k]))
+                                   for k in ("modelled_bytes_total", "socket_bytes_total", "lo_bytes_total")}
+    return result
+
+
+def _mean(values) -> Fraction:
+    return Fraction(sum(values), len(values))
+
+
+def measure_wire(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp", "zero3"), rounds: int = 3,
+                 algorithm: str = "native", timeout: float = 300.0, seed: int = 0) -> dict:
+    """:func:`measure_here` inside a fresh private network namespace (``unshare -n``, loopback brought up).
+
+    Raises ValueError, with the system's reason, if the namespace cannot be created (no root, no user
+    namespaces) or the run fails.
+    """
+    script = ("ip link set lo up && exec " + " ".join([sys.executable, "-m", "ringemu.backends.wire_bytes",
+              "--here", "--json", "--ranks", str(n_ranks), "--numel", str(numel), "--dtype", dtype,
+              "--rounds", str(rounds), "--algorithm", algorithm, "--timeout", str(timeout), "--seed", str(seed),
+              "--workloads", *workloads]))
+    try:
+        done = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True,
+                              timeout=timeout + 60, env=os.environ)
+    except FileNotFoundError as exc:
+        raise ValueError(f"cannot measure wire bytes: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ValueError(f"wire measurement did not finish within {timeout + 60:g} s") from exc
+    if done.returncode != 0:
+        raise ValueError(f"wire measurement failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ringemu.backends.wire_bytes", description=__doc__.split("\n")[0])
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--numel", type=int, default=1 << 20)
+    parser.add_argument("--dtype", default="bf16")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--algorithm", default="native")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workloads", nargs="+", default=["dp", "zero3"])
+    parser.add_argument("--here", action="store_true", help="measure in the current namespace (no unshare)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    from ringemu.backends import wire_bytes as module  # not __main__: the ranks unpickle functions by module name
+    fn = module.measure_here if args.here else module.measure_wire
+    result = fn(args.ranks, args.numel, args.dtype, tuple(args.workloads), args.rounds, args.algorithm,
+                args.timeout, args.seed)
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""The core ``ringemu`` subcommands: ``demo``, ``run``, ``trace`` and ``count``.
+
+* ``demo`` — the lesson's ring experiment on 8 ranks: the reduce-scatter then all-gather walk, each rank's
+  traffic, and a check that every rank ends with the direct sum.
+* ``run`` — one collective on fixed-seed integer blocks; ``verified`` means the result equals an independent
+  ``numpy.sum`` of the inputs (the concatenated shards for all-gather); ``--save`` writes inputs and outputs.
+* ``trace`` — the step-by-step walk of any collective on a small buffer.
+* ``count`` — traffic only, on size-only buffers, at any size (the lesson's Ψ = 27,781,427,952); with
+  ``--bandwidth`` the α-β time.
+
+Each handler returns the exit status: 0, or 1 when a run could not be verified. Bad input raises
+ValueError/TypeError, which :func:`ringemu.cli.main` turns into one line on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from fractions import Fraction
+
+import numpy as np
+
+from . import collectives
+from .blocks import integer_blocks, value_bound
+from .dtypes import dtype_name, resolve_dtype
+from .layout import ChunkLayout, check_numel
+from .ledger import CommLedger
+from .schedule import SCHEDULES, check_n_ranks
+from .testing import shards_of
+from .trace import trace_collective
+from .virtual import VirtualBuffer
+
+__all__ = ["register", "cmd_demo", "cmd_run", "cmd_trace", "cmd_count", "run_collective", "count_collective"]
+
+GB = 10 ** 9  # the lesson's GB: 10^9 bytes
+_RUN = {"reduce-scatter": collectives.reduce_scatter, "all-gather": collectives.all_gather,
+        "all-reduce": collectives.all_reduce, "naive-all-reduce": collectives.naive_all_reduce}
+
+
+def register(subparsers) -> None:
+    """Add ``demo``, ``run``, ``trace`` and ``count`` to the ``ringemu`` dispatcher."""
+    ops = list(SCHEDULES)
+    p = subparsers.add_parser("demo", help="the lesson's ring all-reduce on 8 ranks, step by step")
+    p.add_argument("--ranks", type=int, default=8, help="number of ranks N (default 8)")
+    p.add_argument("--numel", type=int, default=8, help="elements per rank (default 8: one per chunk)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the integer blocks (default 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=cmd_demo)
+
+    p = subparsers.add_parser("run", help="run one collective on fixed-seed integer blocks and verify it")
+    _common(p, ops)
+    p.add_argument("--seed", type=int, default=0, help="seed of the integer blocks (default 0)")
+    p.add_argument("--mode", choices=("fused", "step", "reference"), default="fused", help="kernel path")
+    p.add_argument("--save", metavar="FILE.npz", help="write inputs, outputs and the expected sum")
+    p.set_defaults(handler=cmd_run)
+
+    p = subparsers.add_parser("trace", help="step-by-step walk of a collective on a small buffer")
+    _common(p, ops, dtype_default="int32")
+    p.add_argument("--seed", type=int, default=0, help="seed of the integer blocks (default 0)")
+    p.set_defaults(handler=cmd_trace)
+
+    p = subparsers.add_parser("count", help="traffic of a collective at any size (size-only buffers)")
+    _common(p, ops)
+    p.add_argument("--bandwidth", metavar="GBPS", help="link bandwidth in GB/s (10^9 B/s) for the α-β time")
+    p.add_argument("--latency-us", metavar="US", default="0", help="per-step latency α in microseconds (default 0)")
+    p.set_defaults(handler=cmd_count)
+
+
+def _common(p: argparse.ArgumentParser, ops: list[str], dtype_default: str | None = None) -> None:
+    p.add_argument("--op", required=True, choices=ops, help="the collective")
+    p.add_argument("--ranks", type=int, required=True, help="number of ranks N >= 1")
+    p.add_argument("--numel", type=int, required=True, help="elements per rank S >= 0")
+    p.add_argument("--dtype", default=dtype_default, required=dtype_default is None,
+                   help="int32 int64 fp16 bf16 fp32 fp64 (numpy spellings accepted)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+# -- run ---------------------------------------------------------------------------------------------------------
+def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, mode: str = "fused"):
+    """Run ``op`` on :func:`~ringemu.blocks.integer_blocks`; return (inputs, outputs, expected, verified, ledger).
+
+    ``outputs`` is a list of N per-rank arrays. ``expected`` is computed independently of the schedule:
+    ``numpy.sum`` over ranks in int64 / float64 (exact for integer blocks), or for all-gather the concatenated
+    shards. ``verified`` is True iff every rank's output equals its part of ``expected`` exactly.
+    """
+    n, s, dt = check_n_ranks(n_ranks, "ranks"), check_numel(numel), resolve_dtype(dtype)
+    if op not in _RUN:
+        raise ValueError(f"op must be one of {', '.join(_RUN)}; got {op!r}")
+    inputs = integer_blocks(n, s, seed, dt)
+    wide = np.int64 if dt.kind == "i" else np.float64  # exact for every integer block (blocks.EXACT_LIMITS)
+    layout, ledger = ChunkLayout(s, n), CommLedger()
+    if op == "all-gather":
+        shards = shards_of(inputs)
+        expected = np.concatenate([x.astype(wide) for x in shards]) if n else np.zeros(0, wide)
+        outputs = list(collectives.all_gather(shards, ledger=ledger, mode=mode))
+    else:
+        expected = np.sum(inputs.astype(wide), axis=0)
+        result = _RUN[op](inputs, ledger=ledger, mode=mode)
+        outputs = list(result)
+    if op == "reduce-scatter":
+        verified = all(np.array_equal(out.astype(wide), expected[layout.payload_slice(r)])
+                       for r, out in enumerate(outputs))
+    else:
+        verified = all(np.array_equal(out.astype(wide), expected) for out in outputs)
+    return inputs, outputs, expected, verified, ledger
+
+
+def cmd_run(args) -> int:
+    inputs, outputs, expected, verified, ledger = run_collective(args.op, args.ranks, args.numel, args.dtype,
+                                                                 args.seed, args.mode)
+    name = dtype_name(args.dtype)
+    saved = _save(args.save, args, inputs, outputs, expected) if args.save else None
+    if args.json:
+        out = {"op": args.op, "ranks": args.ranks, "numel": args.numel, "dtype": name, "seed": args.seed,
+               "mode": args.mode, "verified": verified, "saved": saved}
+        out.update(_summary(ledger))
+        print(json.dumps(out))
+    else:
+        print(f"{args.op} on {args.ranks} ranks: {args.numel:,} {name} elements per rank (integer blocks, "
+              f"seed {args.seed}, mode {args.mode})")
+        against = "the concatenated shards" if args.op == "all-gather" else "numpy.sum of the inputs"
+        print(f"verified: {'yes' if verified else 'NO'} (every rank's result equals {against}, exactly)")
+        print(*_traffic_lines(ledger), sep="\n")
+        if saved:
+            print(f"saved: {saved}")
+    return 0 if verified else 1
+
+
+def _save(path: str, args, inputs, outputs, expected) -> str:
+    """Write the run to ``path`` (.npz). bf16 arrays are stored as float32 (exact: bf16 ⊂ fp32), since .npz
+    cannot name ml_dtypes' bfloat16."""
+    def storable(a: np.ndarray) -> np.ndarray:
+        return a.astype(np.float32) if dtype_name(a.dtype) == "bf16" else a
+
+    n, s = inputs.shape
+    layout = ChunkLayout(s, n)
+    if args.op == "reduce-scatter":  # (N, ceil(S/N)): row r is rank r's chunk, zero after its payload
+        out = np.zeros((n, layout.chunk_size), dtype=inputs.dtype)
+        for r, chunk in enumerate(outputs):
+            out[r, :chunk.size] = chunk
+    else:
+        out = np.stack(outputs)
+    np.savez(path, inputs=storable(inputs), outputs=storable(out), expected=expected,
+             output_numel=np.array([o.size for o in outputs], dtype=np.int64), dtype=np.array(dtype_name(inputs.dtype)),
+             op=np.array(args.op), seed=np.array(args.seed, dtype=np.int64))
+    return path if path.endswith(".npz") else path + ".npz"
+
+
+# -- trace -------------------------------------------------------------------------------------------------------
+def cmd_trace(args) -> int:
+    trace = trace_collective(args.op, args.ranks, args.numel, args.dtype, args.seed)
+    print(json.dumps(trace.as_dict()) if args.json else trace.render())
+    return 0
+
+
+# -- count -------------------------------------------------------------------------------------------------------
+def count_collective(op: str, n_ranks: int, numel: int, dtype: object) -> CommLedger:
+    """Count ``op`` on size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`): no data, exact traffic."""
+    n, s = check_n_ranks(n_ranks, "ranks"), check_numel(numel)
+    if op not in _RUN:
+        raise ValueError(f"op must be one of {', '.join(_RUN)}; got {op!r}")
+    ledger = CommLedger()
+    _RUN[op](VirtualBuffer((n, s), dtype), ledger=ledger)
+    return ledger
+
+
+def cmd_count(args) -> int:
+    ledger = count_collective(args.op, args.ranks, args.numel, args.dtype)
+    name = dtype_name(args.dtype)
+    seconds = None
+    if args.bandwidth is not None:
+        bandwidth = _positive_fraction(args.bandwidth, "--bandwidth", allow_zero=False)
+        latency = _positive_fraction(args.latency_us, "--latency-us", allow_zero=True)
+        seconds = ledger.alpha_beta_time(bandwidth * GB, latency / 10 ** 6)
+    if args.json:
+        out = {"op": args.op, "ranks": args.ranks, "numel": args.numel, "dtype": name}
+        out.update(_summary(ledger))
+        if seconds is not None:
+            out.update({"bandwidth_GBps": str(bandwidth), "latency_us": str(latency),
+                        "alpha_beta_seconds": float(seconds), "alpha_beta_seconds_exact": str(seconds)})
+        print(json.dumps(out))
+        return 0
+    print(f"{args.op} on {args.ranks:,} ranks: {args.numel:,} {name} elements per rank (size-only: counted, "
+          f"no data)")
+    print(*_traffic_lines(ledger), sep="\n")
+    if seconds is not None:
+        print(f"α-β time at {bandwidth} GB/s per link, latency {latency} µs per step: {float(seconds):.4g} s "
+              f"(= {seconds} s)")
+    return 0
+
+
+def _positive_fraction(text: str, name: str, allow_zero: bool) -> Fraction:
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{name} must be a number, got {text!r}") from None
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {text}")
+    return value
+
+
+# -- demo --------------------------------------------------------------------------------------------------------
+def cmd_demo(args) -> int:
+    n, s = check_n_ranks(args.ranks, "ranks"), check_numel(args.numel)
+    trace = trace_collective("all-reduce", n, s, "int32", args.seed, max_abs=9)  # single-digit inputs
+    inputs = integer_blocks(n, s, args.seed, "int32", max_abs=min(9, value_bound(n, "int32")))
+    ledger = CommLedger()
+    result = collectives.all_reduce(inputs, ledger=ledger)  # the fast path, checked against the trace
+    direct = np.sum(inputs.astype(np.int64), axis=0)
+    verified = bool(np.array_equal(result.astype(np.int64), np.broadcast_to(direct, result.shape))
+                    and np.array_equal(trace.final[:, :s], result))
+    if args.json:
+        print(json.dumps({"ranks": n, "numel": s, "dtype": "int32", "seed": args.seed, "verified": verified,
+                          "result": result[0].tolist() if n else [], "direct_sum": direct.tolist(),
+                          "traffic": _summary(ledger), "trace": trace.as_dict()}))
+        return 0 if verified else 1
+    print(f"Ring all-reduce on {n} ranks = reduce-scatter ({n - 1} steps) then all-gather ({n - 1} steps).")
+    print(f"Each rank starts with {s} whole numbers (seed {args.seed}). A cell shows a chunk's values and, in braces,")
+    print("the ranks whose numbers it already holds; * marks the chunk a rank has just received.\n")
+    print(trace.render())
+    print("\ntraffic (every element each rank puts on the wire):")
+    print(*_traffic_lines(ledger), sep="\n")
+    chunk = ChunkLayout(s, n).chunk_size
+    print(f"closed form: each rank sends 2(N-1)·ceil(S/N) = 2·{n - 1}·{chunk} = {2 * (n - 1) * chunk} elements, "
+          f"about 2(N-1)/N of its buffer")
+    print(f"\nresult on every rank: {result[0].tolist() if n else []}")
+    print(f"direct sum (numpy):   {direct.tolist()}")
+    print("equal on every rank: " + ("yes" if verified else "NO"))
+    return 0 if verified else 1
+
+
+# -- shared output -----------------------------------------------------------------------------------------------
+def _summary(ledger: CommLedger) -> dict:
+    """The ledger's JSON summary plus the busiest rank's bytes; ``per_rank`` has the keys ``rank``,
+    ``sent_elements``, ``sent_bytes``, ``received_elements``, ``received_bytes`` (and messages, padding)."""
+    out = ledger.summary()
+    out.pop("labels", None)
+    out["max_sent_bytes_per_rank"] = ledger.max_sent_bytes_per_rank()
+    return out
+
+
+def _gb(nbytes: int) -> str:
+    """`` (97.2 GB)`` for sizes of at least 0.1 GB (rounded once, exactly, as the lesson prints); else empty."""
+    return f" ({float(round(Fraction(nbytes, GB), 1)):,.1f} GB)" if nbytes >= GB // 10 else ""
+
+
+def _traffic_lines(ledger: CommLedger) -> list[str]:
+    total = ledger.total()
+    lines = [f"steps: {ledger.n_steps()}, messages: {total.messages:,}, sent in all: {total.elements:,} elements"
+             f" = {total.bytes:,} B{_gb(total.bytes)}, of which padding {total.padding_bytes:,} B",
+             f"bus bandwidth factor (nccl-tests): {ledger.bus_bandwidth_factor()}"]
+    groups: list[list] = []  # runs of consecutive ranks with identical traffic
+    for t in ledger.per_rank():
+        key = (t.sent.elements, t.sent.bytes, t.received.elements, t.received.bytes)
+        if groups and groups[-1][1] == key:
+            groups[-1][0].append(t.rank)
+        else:
+            groups.append([[t.rank], key])
+    for ranks, (se, sb, re, rb) in groups:
+        who = f"rank {ranks[0]} sends" if len(ranks) == 1 else f"ranks {ranks[0]}-{ranks[-1]} each send"
+        lines.append(f"{who} {se:,} elements = {sb:,} B{_gb(sb)} and receive{'s' if len(ranks) == 1 else ''} "
+                     f"{re:,} elements = {rb:,} B{_gb(rb)}")
+    return lines

@@ -1,0 +1,199 @@
+"""ringemu.testing: the oracle accepts a correct ring written from scratch and catches wrong ones."""
+import numpy as np
+import pytest
+from hypothesis import find, given
+from hypothesis import strategies as st
+
+from ringemu import collectives
+from ringemu.blocks import check_integer_blocks
+from ringemu.dtypes import DTYPES
+from ringemu.testing import (assert_matches_ringemu, buffer_sizes, dtype_names, float_worlds, integer_worlds,
+                             ring_sizes, shards_of)
+from strategies import ops
+
+
+# -- a user's implementation, written from the textbook (Patarasuk & Yuan §3), not from ringemu ---------------
+def hop(acc, incoming):
+    if acc.dtype.itemsize == 2 and acc.dtype.kind != "i":  # 16-bit wire types: fp32 add, one rounding
+        return (acc.astype(np.float32) + incoming.astype(np.float32)).astype(acc.dtype)
+    return acc + incoming
+
+
+def textbook_ring(world, phases=("rs", "ag"), chunk_shift=1):
+    """Ring all-reduce on a copy of ``world``; returns (buffers, chunk size, elements sent per rank)."""
+    n, s = world.shape
+    c = -(-s // n)  # chunk size, padding included
+    buf = np.zeros((n, c * n), world.dtype)
+    buf[:, :s] = world
+    sent = [0] * n
+    for phase in phases:
+        for step in range(n - 1):
+            moves = []
+            for r in range(n):
+                k = (r - step - chunk_shift) % n if phase == "rs" else (r - step) % n
+                moves.append((r, (r + 1) % n, k, buf[r, k * c:(k + 1) * c].copy()))
+                sent[r] += c
+            for src, dst, k, data in moves:
+                part = buf[dst, k * c:(k + 1) * c]
+                part[...] = hop(part, data) if phase == "rs" else data
+    return buf, c, sent
+
+
+def user_all_reduce(world):
+    buf, _, sent = textbook_ring(world)
+    return buf[:, :world.shape[1]], sent
+
+
+def user_reduce_scatter(world, chunk_shift=1):
+    n, s = world.shape
+    buf, c, sent = textbook_ring(world, phases=("rs",), chunk_shift=chunk_shift)
+    return [buf[r, r * c:min((r + 1) * c, s)] if r * c < s else buf[r, :0] for r in range(n)], sent
+
+
+# -- the oracle accepts correct implementations ---------------------------------------------------------------
+@given(world=float_worlds(max_ranks=12, max_numel=60))
+def test_a_correct_textbook_ring_passes(world):
+    assert_matches_ringemu(user_all_reduce, "all-reduce", world, check_traffic="elements")
+    assert_matches_ringemu(user_reduce_scatter, "reduce-scatter", world, check_traffic="elements")
+    def in_bytes(w):
+        out, sent = user_all_reduce(w)
+        return out, [x * w.dtype.itemsize for x in sent]
+    assert_matches_ringemu(in_bytes, "all-reduce", world, check_traffic="bytes")
+
+
+@given(op=ops(), world=integer_worlds(max_ranks=12, max_numel=60))
+def test_ringemu_passes_its_own_oracle(op, world):
+    run = {"reduce-scatter": collectives.reduce_scatter, "all-gather": collectives.all_gather,
+           "all-reduce": collectives.all_reduce, "naive-all-reduce": collectives.naive_all_reduce}[op]
+    expected = assert_matches_ringemu(run, op, world)
+    assert expected is not None
+
+
+# -- and catches wrong ones -------------------------------------------------------------------------------------
+def test_off_by_one_chunk_is_caught():
+    world = np.arange(24, dtype=np.int32).reshape(4, 6)
+    with pytest.raises(AssertionError, match=r"reduce-scatter: rank 0 element 0 \(buffer element 0\): expected 36 "
+                                             r"\(bits 0x00000024\), got"):
+        assert_matches_ringemu(lambda w: user_reduce_scatter(w, chunk_shift=0)[0], "reduce-scatter", world)
+
+
+@given(world=float_worlds(max_ranks=12, max_numel=60, dtype=st.sampled_from(["fp32", "fp64", "bf16"])))
+def test_oracle_fails_exactly_when_the_summation_order_changes_the_bits(world):
+    def rank_order(w):  # sums rank 0, 1, 2, ... instead of the ring's order
+        acc = w[0].copy()
+        for row in w[1:]:
+            acc = hop(acc, row)
+        return np.broadcast_to(acc, w.shape).copy()
+    want = collectives.all_reduce(world)
+    differs = not np.array_equal(want.view(f"u{world.dtype.itemsize}"),
+                                 rank_order(world).view(f"u{world.dtype.itemsize}"))
+    if differs:
+        with pytest.raises(AssertionError, match="all-reduce: rank 0 element .* elements differ"):
+            assert_matches_ringemu(rank_order, "all-reduce", world)
+    else:
+        assert_matches_ringemu(rank_order, "all-reduce", world)
+
+
+def test_numpy_sum_order_is_caught_in_float():
+    # a fixed world where numpy's pairwise order and the ring's order round differently (seed found by trying 0)
+    world = np.random.Generator(np.random.PCG64(0)).standard_normal((8, 64)).astype(np.float32)
+    with pytest.raises(AssertionError, match="elements differ"):
+        assert_matches_ringemu(lambda w: np.broadcast_to(w.sum(axis=0), w.shape).copy(), "all-reduce", world)
+
+
+def test_missing_padding_is_caught():
+    # np.array_split cuts 10 elements on 4 ranks as 3, 3, 2, 2; the padded layout gives 3, 3, 3, 1
+    world = np.arange(40, dtype=np.int64).reshape(4, 10)
+    def unpadded(w):
+        total = w.sum(axis=0)
+        return np.array_split(total, w.shape[0])
+    with pytest.raises(AssertionError, match=r"reduce-scatter: rank 2: expected shape \(3,\), got \(2,\)"):
+        assert_matches_ringemu(unpadded, "reduce-scatter", world)
+
+
+def test_over_counted_traffic_is_caught():
+    world = np.ones((8, 100), dtype=np.float32)
+    def whole_buffer_each_step(w):  # counts S per step instead of one chunk of ceil(S/N) = 13
+        return user_all_reduce(w)[0], [2 * 7 * 100] * 8
+    with pytest.raises(AssertionError, match=r"all-reduce: rank 0 sent 1400 elements; the ledger counts 182 "
+                                             r"\(padding included"):
+        assert_matches_ringemu(whole_buffer_each_step, "all-reduce", world, check_traffic="elements")
+
+
+def test_payload_only_traffic_needs_count_padding_false():
+    world = np.ones((4, 10), dtype=np.float32)  # chunks of 3: 2 padding elements in chunk 3
+    # rank r forwards every chunk but r (RS) and every chunk but r + 1 (AG): chunk 3's 2 padding elements are
+    # sent twice by ranks 0 and 1, once by ranks 2 and 3
+    pads = [4, 4, 2, 2]
+    assert_matches_ringemu(lambda w: (user_all_reduce(w)[0], [18 - p for p in pads]), "all-reduce", world,
+                           check_traffic="elements", count_padding=False)
+    with pytest.raises(AssertionError, match="rank 0 sent 14 elements; the ledger counts 18"):
+        assert_matches_ringemu(lambda w: (user_all_reduce(w)[0], [18 - p for p in pads]), "all-reduce", world,
+                               check_traffic="elements")
+
+
+def test_wrong_dtype_and_shape_are_caught():
+    world = np.ones((3, 5), dtype=np.float32)
+    with pytest.raises(AssertionError, match="expected dtype float32, got float64"):
+        assert_matches_ringemu(lambda w: w.astype(np.float64).sum(axis=0) + np.zeros((3, 1)), "all-reduce", world)
+    with pytest.raises(AssertionError, match=r"expected shape \(3, 5\), got \(5,\)"):
+        assert_matches_ringemu(lambda w: w.sum(axis=0), "all-reduce", world)
+    with pytest.raises(AssertionError, match="expected a list of 3 per-rank chunks"):
+        assert_matches_ringemu(lambda w: w.sum(axis=0), "reduce-scatter", world)
+
+
+def test_shifted_all_gather_is_caught():
+    world = np.arange(12, dtype=np.int32).reshape(3, 4)
+    def shifted(shards):
+        return np.broadcast_to(np.concatenate(shards[1:] + shards[:1]), (3, 4)).copy()
+    with pytest.raises(AssertionError, match=r"all-gather: rank 0 element 0 \(chunk 0\): expected 0"):
+        assert_matches_ringemu(shifted, "all-gather", world)
+
+
+def test_traffic_must_be_returned_when_asked():
+    with pytest.raises(AssertionError, match=r"must return \(result, sent per rank\)"):
+        assert_matches_ringemu(collectives.all_reduce, "all-reduce", np.ones((2, 2), np.float32),
+                               check_traffic="bytes")
+
+
+def test_bad_oracle_arguments():
+    with pytest.raises(ValueError, match="op must be one of"):
+        assert_matches_ringemu(collectives.all_reduce, "allreduce", np.ones((2, 2), np.float32))
+    with pytest.raises(ValueError, match="check_traffic must be None, 'elements' or 'bytes'"):
+        assert_matches_ringemu(collectives.all_reduce, "all-reduce", np.ones((2, 2), np.float32),
+                               check_traffic="messages")
+
+
+# -- the strategies generate what they promise -----------------------------------------------------------------
+@given(world=integer_worlds())
+def test_integer_worlds_are_exact(world):
+    assert 1 <= world.shape[0] <= 64
+    check_integer_blocks(world)
+
+
+@given(world=float_worlds(dtype="bf16", n_ranks=3))
+def test_float_worlds_take_fixed_arguments(world):
+    assert world.dtype == DTYPES["bf16"] and world.shape[0] == 3
+
+
+def test_strategies_reach_awkward_cases():
+    assert find(ring_sizes(), lambda n: n > 1) == 2  # shrinks towards small rings
+    n, s = find(ring_sizes(2, 64).flatmap(lambda n: st.tuples(st.just(n), buffer_sizes(n))),
+                lambda t: 0 < t[1] < t[0])
+    assert 0 < s < n
+    find(buffer_sizes(8), lambda s: s == 0)
+    find(buffer_sizes(8), lambda s: s % 8 and s > 8)
+    assert {find(dtype_names(), lambda d, x=x: d == x) for x in DTYPES} == set(DTYPES)
+    find(integer_worlds(dtype="fp16"), lambda w: w.dtype == np.float16 and w.size > 0)
+
+
+def test_shards_of_cuts_chunk_r_of_row_r():
+    world = np.arange(15).reshape(3, 5)  # chunks of 2: [0 1] [2 3] [4 _]
+    assert [s.tolist() for s in shards_of(world)] == [[0, 1], [7, 8], [14]]
+
+
+def test_strategy_arguments_are_checked():
+    with pytest.raises(ValueError, match="1 <= min_value <= max_value"):
+        ring_sizes(0, 4)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        dtype_names(["fp8"])

@@ -1,0 +1,116 @@
+"""Public API and CLI: exports, bad input gives clear errors (CLI: exit 2, one line), loss scaling is consistent
+across ranks, and the two documented CLI examples (the anchor table and `zero --stage all`)."""
+import json
+
+import numpy as np
+import pytest
+
+import zero_stages
+from ringemu.backends.emulator import EmulatedWorld
+from ringemu.cli import main
+from zero_stages import STAGES, LossScaling, parity_with_dp, run_size_only, train
+from zero_stages.precision import LossScaler
+
+
+def test_public_api():
+    for name in ("STAGES", "run_size_only", "train", "StageReport", "parity_with_dp",
+                 "model_state_bytes_closed_form", "traffic_elements_closed_form"):
+        assert name in zero_stages.__all__
+    assert STAGES == ("dp", "zero1", "zero2", "zero3")
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: run_size_only("zero4", 8, psi=10), ValueError, "stage"),
+    (lambda: run_size_only("dp", 0, psi=10), ValueError, "n_ranks"),
+    (lambda: run_size_only("dp", 2.5, psi=10), TypeError, "n_ranks"),
+    (lambda: run_size_only("dp", 8, psi=0), ValueError, "psi"),
+    (lambda: run_size_only("dp", 8, psi="10"), TypeError, "psi"),
+    (lambda: run_size_only("dp", 8), ValueError, "exactly one"),
+    (lambda: run_size_only("dp", 8, psi=10, unit_sizes=[10]), ValueError, "exactly one"),
+    (lambda: run_size_only("dp", 8, unit_sizes=[]), ValueError, "unit_sizes"),
+    (lambda: run_size_only("dp", 8, unit_sizes=[3, 0]), ValueError, "unit_sizes"),
+    (lambda: run_size_only("dp", 8, unit_sizes=[3, 1.5]), ValueError, "unit_sizes"),
+    (lambda: run_size_only("dp", 8, psi=10, wire_dtype="fp32"), ValueError, "wire_dtype"),
+    (lambda: run_size_only("dp", 8, psi=10, activation_bytes=-1), ValueError, "activation_bytes"),
+    (lambda: train("dp", 2, -1), ValueError, "steps"),
+    (lambda: train("dp", 2, 1, grads="random"), ValueError, "grads"),
+    (lambda: train("dp", 2, 1, wire_dtype="int8"), ValueError, "wire_dtype"),
+    (lambda: train("dp", 2, 1, seed=-3), ValueError, "seed"),
+    (lambda: train("dp", 2, 1, unit_sizes=[100], width=3), ValueError, "width"),
+    (lambda: LossScaling("sometimes"), ValueError, "loss scaling"),
+])
+def test_bad_input_is_named(call, exc, words):
+    with pytest.raises(exc, match=words):
+        call()
+
+
+@pytest.mark.parametrize("argv", [
+    ["zero", "--ranks", "0"], ["zero", "--ranks", "2", "--stage", "zero9"], ["zero", "--ranks", "2", "--units", "4,x"],
+    ["zero", "--ranks", "2", "--units", "4,0"], ["zero", "--ranks", "2", "--backend", "torch"],
+    ["zero", "--ranks", "2", "--dtype", "fp32"], ["memory", "--params", "0", "--ranks", "8"],
+    ["memory", "--params", "100", "--ranks", "-1"], ["memory", "--params", "100", "--ranks", "8", "--gpu-gb", "0"],
+])
+def test_cli_bad_input_exits_2_with_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        raise SystemExit(main(argv))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ringemu: error:")
+
+
+def test_cli_memory_anchor(capsys):
+    assert main(["memory", "--params", "27781427952", "--ranks", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    got = {s["name"]: (s["model_state_bytes_per_rank"][0], s["fits"]) for s in out["stages"]}
+    assert got == {"dp": (444_502_847_232, False), "zero1": (152_797_853_736, False),
+                   "zero2": (104_180_354_820, False), "zero3": (55_562_855_904, True)}
+    assert all(set(s) >= {"name", "model_state_bytes_per_rank", "traffic_sent_bytes_per_rank", "fits"}
+               for s in out["stages"])
+
+
+def test_cli_zero_all_stages(capsys):
+    assert main(["zero", "--stage", "all", "--ranks", "8", "--steps", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in out["stages"]] == list(STAGES)
+    assert all(s["parity_with_dp"] for s in out["stages"])
+    dp, z3 = out["stages"][0], out["stages"][3]
+    assert z3["traffic_ratio_to_dp"] == "3/2"
+    assert all(2 * a == 3 * b for a, b in zip(z3["traffic_sent_bytes_per_rank"], dp["traffic_sent_bytes_per_rank"]))
+    for s in out["stages"]:
+        assert set(s) >= {"traffic_sent_bytes_per_rank", "model_state_bytes_per_rank", "peak_bytes_per_rank"}
+
+
+def test_cli_zero_text_output(capsys):
+    assert main(["zero", "--stage", "zero3", "--ranks", "3", "--steps", "1", "--grads", "blocks"]) == 0
+    text = capsys.readouterr().out
+    assert "zero3: parity with DP yes" in text and "param_all_gather_bwd" in text
+
+
+def test_overflow_on_one_rank_skips_everywhere():
+    """Only rank 2's shard holds an inf; the all-reduced flag makes every rank skip (and back off)."""
+    def rank_fn(comm):
+        scaler = LossScaler(LossScaling("dynamic", init_scale=1024.0))
+        shard = np.ones(3, dtype=np.float16)
+        if comm.rank == 2:
+            shard[1] = np.inf
+        overflow = scaler.found_overflow(comm, [shard])
+        scaler.update(overflow)
+        return overflow, scaler.scale
+    assert EmulatedWorld(4).run(rank_fn) == [(True, 512.0)] * 4
+
+
+def test_dynamic_scale_grows_after_clean_steps():
+    scaler = LossScaler(LossScaling("dynamic", init_scale=8.0, growth_interval=2))
+    for overflow in (False, False, True, False):
+        scaler.update(overflow)
+    assert scaler.scale == 8.0  # 8 -> 16 after two clean steps -> 8 after an overflow
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_static_overflow_skips_every_step(stage):
+    """A static scale of 2^40 overflows fp16 on every step: no rank ever updates, and all agree with DP."""
+    scaling = LossScaling("static", init_scale=2.0 ** 40)
+    dp = train("dp", 3, 2, "fp16", 0, "model", (20, 9), loss_scaling=scaling)
+    report = train(stage, 3, 2, "fp16", 0, "model", (20, 9), loss_scaling=scaling)
+    assert report.skipped_steps == [True, True] and parity_with_dp(report, dp)
+    assert not report.m.any() and not report.v.any()

@@ -1,0 +1,104 @@
+"""Run a stage on N emulated ranks: :func:`train` (real numbers) and :func:`run_size_only` (counting only).
+
+Both build one :class:`~zero_stages.job.Job`, run the stage's per-rank function on every rank with
+``EmulatedWorld(n, comm_ledger).run`` and read the ledgers into a :class:`~zero_stages.report.StageReport`.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ringemu.backends.emulator import EmulatedWorld
+from ringemu.dtypes import dtype_name
+from ringemu.layout import check_numel
+from ringemu.ledger import CommLedger
+from ringemu.memory import MemoryLedger
+from ringemu.schedule import check_n_ranks
+
+from . import dp, zero1, zero2, zero3
+from .adam import AdamConfig
+from .closed_forms import STAGES, check_stage
+from .flat import FlatParams, check_psi, check_unit_sizes
+from .job import Job
+from .model import MLP, default_width
+from .precision import LossScaling, check_wire_dtype, default_loss_scaling
+from .report import StageReport, build_report
+from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
+
+__all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_only", "run_job"]
+
+RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
+DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
+
+
+def _rank_function(stage):
+    if callable(stage):
+        return stage, getattr(stage, "stage_name", getattr(stage, "__name__", "custom"))
+    name = check_stage(stage)
+    return RANK_FUNCTIONS[name], name
+
+
+def _check_count(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer >= {minimum}; got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
+    return operator.index(value)
+
+
+def run_job(stage, job: Job, mode: str = "fused") -> StageReport:
+    """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``."""
+    fn, name = _rank_function(stage)
+    comm = CommLedger()
+    results = EmulatedWorld(job.flat.n_ranks, comm, mode=mode).run(fn, job)
+    return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
+                        job.memory, comm)
+
+
+def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
+                  loss_scaling: LossScaling | None = None) -> StageReport:
+    """One training step of ``stage`` on size-only buffers: the ledgers count, nothing is computed.
+
+    Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. ``activation_bytes``
+    per rank are recorded as activations during the step. bf16 runs without loss scaling; fp16 adds the
+    one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``).
+    """
+    fn, _ = _rank_function(stage)
+    n = check_n_ranks(n_ranks)
+    if (psi is None) == (unit_sizes is None):
+        raise ValueError("give exactly one of psi (a parameter count) and unit_sizes (a list of unit sizes)")
+    units = (check_psi(psi),) if unit_sizes is None else check_unit_sizes(unit_sizes)
+    wire = check_wire_dtype(wire_dtype)
+    act = check_numel(activation_bytes, "activation_bytes")
+    job = Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, act), AdamConfig(),
+              loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False)
+    return run_job(stage, job)
+
+
+def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
+          micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
+          loss_scaling: LossScaling | None = None, record_history: bool = True, mode: str = "fused") -> StageReport:
+    """Train with real numbers for ``steps`` steps on ``n_ranks`` emulated ranks; keep every rank's final state
+    (and, with ``record_history``, its state after every step) so that parity with DP can be checked.
+
+    ``grads="model"`` trains :class:`~zero_stages.model.MLP` (``unit_sizes`` default ``DEFAULT_UNIT_SIZES``,
+    ``width`` default :func:`~zero_stages.model.default_width`); ``grads="blocks"`` feeds fixed-seed integer
+    blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none.
+    """
+    fn, _ = _rank_function(stage)
+    n = check_n_ranks(n_ranks)
+    steps = _check_count(steps, "steps", 0)
+    seed = _check_count(seed, "seed", 0)
+    wire = check_wire_dtype(wire_dtype)
+    if grads not in GRADIENT_SOURCES:
+        raise ValueError(f"grads must be one of {', '.join(GRADIENT_SOURCES)}; got {grads!r}")
+    units = DEFAULT_UNIT_SIZES if unit_sizes is None else check_unit_sizes(unit_sizes)
+    if grads == "model":
+        workload = ModelWorkload(MLP(units, width or default_width(units), micro_batch, seed), wire)
+    else:
+        workload = BlockWorkload(units, n, wire, seed)
+    job = Job(FlatParams(units, n), wire, steps, workload, adam or AdamConfig(),
+              loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=False,
+              record_history=record_history)
+    return run_job(stage, job, mode)

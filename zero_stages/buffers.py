@@ -1,0 +1,69 @@
+"""One rank's buffers: every allocation and release goes through an :class:`Arena` into the MemoryLedger.
+
+The same stage code runs on real numpy arrays and on size-only :class:`~ringemu.virtual.VirtualBuffer`
+(``size_only=True``): the arena then hands out VirtualBuffers and records the same bytes, and the functions below
+(:func:`part`, :func:`write`, :func:`cast`) do no element work. A Communicator result that stands for a buffer
+the rank already holds (an all-gather into the weights, a reduce-scatter into the gradient shard) is written
+into that buffer with :func:`write`; it is not counted twice.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ringemu.memory import MemoryLedger
+from ringemu.virtual import VirtualBuffer, is_virtual
+
+__all__ = ["Arena", "part", "write", "cast", "snapshot"]
+
+
+class Arena:
+    """Allocator of one rank. ``padding_bytes`` is the model-state padding it holds now (ZeRO shards)."""
+
+    def __init__(self, memory: MemoryLedger, rank: int, size_only: bool = False):
+        self.memory, self.rank, self.size_only = memory, rank, size_only
+        self._padding: dict[str, int] = {}
+
+    def alloc(self, name: str, category: str, numel: int, dtype, padding: int = 0):
+        """A zero-filled 1-D buffer (or its size-only stand-in) of ``numel`` elements, recorded in the ledger.
+
+        ``padding`` says how many of the elements are padding (reported, still allocated)."""
+        dtype = np.dtype(dtype)
+        self.memory.alloc(self.rank, name, category, numel * dtype.itemsize)
+        self._padding[name] = padding * dtype.itemsize
+        return VirtualBuffer((numel,), dtype) if self.size_only else np.zeros(numel, dtype=dtype)
+
+    def free(self, name: str) -> None:
+        self.memory.free(self.rank, name)
+        del self._padding[name]
+
+    @property
+    def padding_bytes(self) -> int:
+        return sum(self._padding.values())
+
+
+def part(buffer, start: int, stop: int):
+    """``buffer[start:stop]`` as a view (size-only: a stand-in of that length)."""
+    if is_virtual(buffer):
+        return VirtualBuffer((stop - start,), buffer.dtype)
+    return buffer[start:stop]
+
+
+def write(dst, src) -> None:
+    """Copy ``src`` into ``dst`` (same length); nothing to do for size-only buffers."""
+    if is_virtual(dst) or is_virtual(src):
+        if dst.shape != src.shape:
+            raise ValueError(f"size-only write of {src.shape} into {dst.shape}")
+        return
+    dst[...] = src
+
+
+def cast(src, dtype):
+    """``src`` converted to ``dtype`` (round to nearest even); size-only stays size-only."""
+    if is_virtual(src):
+        return VirtualBuffer(src.shape, dtype)
+    return src.astype(dtype)
+
+
+def snapshot(buffer):
+    """A private copy for the run's history (None for size-only)."""
+    return None if is_virtual(buffer) else np.array(buffer, copy=True)

@@ -1,0 +1,156 @@
+"""``ringemu zero`` (train every stage, check parity with DP) and ``ringemu memory`` (size-only table).
+
+GB = 10^9 bytes, printed with one decimal as the lesson prints them; JSON carries the exact integers.
+"""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+from .api import DEFAULT_UNIT_SIZES, run_size_only, train
+from .closed_forms import STAGES
+from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
+from .report import StageReport, parity_mismatches
+from .workload import GRADIENT_SOURCES
+
+__all__ = ["register", "zero_command", "memory_command", "BACKENDS"]
+
+BACKENDS = ("emulator", "torch")
+GB = 10 ** 9
+
+
+def _gb(nbytes) -> str:
+    return f"{float(Fraction(nbytes) / GB):,.1f}"
+
+
+def _unit_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--units must be comma-separated integers >= 1; got {text!r}") from None
+
+
+def _ratio(a: int, b: int) -> str | None:
+    return str(Fraction(a, b)) if b else None
+
+
+def register(subparsers) -> None:
+    z = subparsers.add_parser("zero", help="train DP / ZeRO-1 / ZeRO-2 / ZeRO-3 on N emulated ranks; parity with DP")
+    z.add_argument("--stage", choices=(*STAGES, "all"), default="all")
+    z.add_argument("--ranks", type=int, required=True, help="N, the data-parallel degree")
+    z.add_argument("--steps", type=int, default=3)
+    z.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16", help="16-bit weight and gradient type")
+    z.add_argument("--seed", type=int, default=0)
+    z.add_argument("--grads", choices=GRADIENT_SOURCES, default="model",
+                   help="gradients from the MLP, or fixed-seed integer blocks")
+    z.add_argument("--units", type=str, default=None,
+                   help=f"unit sizes, comma-separated (default {','.join(map(str, DEFAULT_UNIT_SIZES))})")
+    z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
+                   help="default: dynamic for fp16, none for bf16")
+    z.add_argument("--init-scale", type=float, default=2.0 ** 16, help="initial (or static) loss scale")
+    z.add_argument("--backend", choices=BACKENDS, default="emulator")
+    z.add_argument("--json", action="store_true")
+    z.set_defaults(handler=zero_command)
+
+    m = subparsers.add_parser("memory", help="size-only model-state memory and traffic per rank of the four stages")
+    m.add_argument("--params", type=int, required=True, help="Ψ, the parameter count")
+    m.add_argument("--ranks", type=int, required=True, help="N, the data-parallel degree")
+    m.add_argument("--gpu-gb", type=float, default=80.0, help="card memory in GB (10^9 B); default 80")
+    m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(handler=memory_command)
+
+
+def _stage_json(report: StageReport, dp: StageReport) -> dict:
+    mismatches = parity_mismatches(report, dp)
+    return {
+        "name": report.name,
+        "parity_with_dp": not mismatches,
+        "parity_mismatches": mismatches,
+        "model_state_bytes_per_rank": report.model_state_bytes_per_rank,
+        "model_state_padding_bytes_per_rank": report.model_state_padding_bytes_per_rank,
+        "peak_bytes_per_rank": report.peak_bytes_per_rank,
+        "activation_peak_bytes_per_rank": report.activation_peak_bytes_per_rank,
+        "traffic_sent_bytes_per_rank": report.traffic_sent_bytes_per_rank,
+        "traffic_sent_elements_per_rank": report.traffic_sent_elements_per_rank,
+        "traffic_ratio_to_dp": _ratio(report.traffic_sent_elements_per_rank[0], dp.traffic_sent_elements_per_rank[0]),
+        "traffic_by_label": report.traffic_by_label,
+        "memory_by_category": report.memory_by_category(),
+        "skipped_steps": report.skipped_steps,
+        "loss_scales": report.loss_scales,
+    }
+
+
+def _print_stage(report: StageReport, info: dict) -> None:
+    n = report.n_ranks
+    print(f"\n== {report.name}: parity with DP {'yes' if info['parity_with_dp'] else 'NO'}"
+          + ("" if info["parity_with_dp"] else f" ({'; '.join(info['parity_mismatches'][:4])})"))
+    cats = list(info["memory_by_category"][0])
+    print("memory per rank, bytes current/peak")
+    print("rank  " + "  ".join(f"{c:>13}" for c in cats) + f"  {'peak total':>11}")
+    for r in range(n):
+        row = info["memory_by_category"][r]
+        cells = "  ".join(f"{row[c]['current']:>6}/{row[c]['peak']:<6}" for c in cats)
+        print(f"{r:>4}  {cells}  {report.peak_bytes_per_rank[r]:>11}")
+    print(f"traffic sent per rank over {report.steps} step(s), ratio to DP {info['traffic_ratio_to_dp']}")
+    for label, t in report.traffic_by_label.items():
+        per = t["sent_bytes_per_rank"]
+        shown = f"{per[0]} B" if len(set(per)) == 1 else f"{per} B"
+        print(f"  {label:<22} {shown} (elements {t['sent_elements_per_rank'][0]}, "
+              f"padding {t['padding_elements_per_rank'][0]}){'  [not in the total]' if label == 'overflow_check' else ''}")
+
+
+def zero_command(args) -> int:
+    if args.backend != "emulator":
+        raise ValueError("--backend torch is not wired into `ringemu zero` yet; use --backend emulator")
+    units = _unit_list(args.units) if args.units else None
+    stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
+    scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
+    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling)
+               for s in stages}
+    dp = reports["dp"]
+    shown = STAGES if args.stage == "all" else (args.stage,)
+    infos = {s: _stage_json(reports[s], dp) for s in shown}
+    out = {"ranks": dp.n_ranks, "steps": dp.steps, "dtype": dp.wire_dtype, "seed": args.seed, "grads": args.grads,
+           "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "stages": [infos[s] for s in shown]}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{args.grads} gradients, Ψ = {dp.psi} in units {list(dp.unit_sizes)}, N = {dp.n_ranks}, "
+              f"{dp.steps} steps, {dp.wire_dtype}, seed {args.seed}; skipped steps {dp.skipped_steps}")
+        for s in shown:
+            _print_stage(reports[s], infos[s])
+    return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
+
+
+def memory_command(args) -> int:
+    if not args.gpu_gb > 0:
+        raise ValueError(f"--gpu-gb must be > 0; got {args.gpu_gb}")
+    card = Fraction(str(args.gpu_gb)) * GB
+    rows = []
+    for s in STAGES:
+        rep = run_size_only(s, args.ranks, psi=args.params, wire_dtype=args.dtype)
+        worst = max(rep.model_state_bytes_per_rank)
+        rows.append({
+            "name": s,
+            "model_state_bytes_per_rank": rep.model_state_bytes_per_rank,
+            "model_state_padding_bytes_per_rank": rep.model_state_padding_bytes_per_rank,
+            "model_state_gb": _gb(worst),
+            "traffic_sent_bytes_per_rank": rep.traffic_sent_bytes_per_rank,
+            "traffic_sent_elements_per_rank": rep.traffic_sent_elements_per_rank,
+            "traffic_gb": _gb(max(rep.traffic_sent_bytes_per_rank)),
+            "fits": worst <= card,
+        })
+    out = {"params": args.params, "ranks": args.ranks, "gpu_gb": args.gpu_gb, "dtype": args.dtype, "stages": rows}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"Ψ = {args.params:,} parameters, N = {args.ranks} ranks, {args.dtype}, card {args.gpu_gb:g} GB "
+          f"(GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
+    print(f"{'stage':<6} {'model states B/rank':>22} {'GB':>8} {'padding B':>10} {'fits':>5} "
+          f"{'traffic B/rank/step':>22} {'GB':>7}")
+    for r in rows:
+        print(f"{r['name']:<6} {max(r['model_state_bytes_per_rank']):>22,} {r['model_state_gb']:>8} "
+              f"{max(r['model_state_padding_bytes_per_rank']):>10,} {'yes' if r['fits'] else 'no':>5} "
+              f"{max(r['traffic_sent_bytes_per_rank']):>22,} {r['traffic_gb']:>7}")
+    return 0

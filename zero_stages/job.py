@@ -1,0 +1,108 @@
+"""What every rank of one run reads (:class:`Job`), and what each rank hands back (:class:`RankResult`).
+
+A stage is a per-rank function ``run_rank(comm, job) -> RankResult`` written against the
+:class:`~ringemu.backends.Communicator` protocol; the job is shared and read-only except for the MemoryLedger,
+in which each rank writes only its own row. :class:`Recorder` keeps, per step, copies of what the rank holds
+(its pieces of the 16-bit weights, master, m, v and the averaged gradient, and its own 16-bit gradients before
+the reduction) so that parity with DP can be checked after every step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ringemu.memory import MemoryLedger
+
+from .adam import AdamConfig
+from .buffers import snapshot
+from .flat import FlatParams
+from .precision import LossScaling
+
+__all__ = ["Job", "StepRecord", "RankResult", "Recorder", "Pieces"]
+
+Pieces = list  # of (unit, start in unit, values): the parts of a per-unit quantity a rank holds
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run: the flat parameters (units, N), 16-bit type, steps, gradient source, Adam and loss scaling."""
+
+    flat: FlatParams
+    wire: np.dtype
+    steps: int
+    workload: Any  # ModelWorkload | BlockWorkload | SizeOnlyWorkload
+    adam: AdamConfig
+    loss_scaling: LossScaling
+    memory: MemoryLedger
+    size_only: bool = False
+    record_history: bool = True
+
+    def init_unit(self, unit: int):
+        return self.workload.init_unit(unit)
+
+
+@dataclass
+class StepRecord:
+    """One rank after one step (or before the first: step -1)."""
+
+    step: int
+    skipped: bool
+    loss_scale: float
+    weights16: Pieces
+    master: Pieces
+    m: Pieces
+    v: Pieces
+    grad32: Pieces = field(default_factory=list)  # averaged fp32 gradient of the rank's parts (empty if skipped)
+    local_grads16: dict = field(default_factory=dict)  # unit -> this rank's own 16-bit gradient, before reduction
+
+
+@dataclass
+class RankResult:
+    rank: int
+    final: StepRecord | None  # None in size-only runs
+    history: list[StepRecord]
+    model_state_padding_bytes: int
+
+
+class Recorder:
+    """Collects one rank's StepRecords (copies; nothing in size-only runs)."""
+
+    def __init__(self, job: Job, rank: int):
+        self.job, self.rank = job, rank
+        self.history: list[StepRecord] = []
+        self._grad32: Pieces = []
+        self._local: dict = {}
+
+    @property
+    def active(self) -> bool:
+        return self.job.record_history and not self.job.size_only
+
+    def local_grad(self, unit: int, grad16) -> None:
+        if self.active:
+            self._local[unit] = snapshot(grad16)
+
+    def grad32(self, unit: int, start: int, values) -> None:
+        if self.active:
+            self._grad32.append((unit, start, snapshot(values)))
+
+    def _record(self, step, skipped, scale, weights16: Pieces, opt) -> StepRecord | None:
+        if self.job.size_only:
+            return None
+
+        def copy(pieces):
+            return [(u, s, snapshot(a)) for u, s, a in pieces]
+
+        return StepRecord(step, skipped, scale, copy(weights16), copy(opt.pieces(opt.master)),
+                          copy(opt.pieces(opt.m)), copy(opt.pieces(opt.v)),
+                          sorted(self._grad32, key=lambda p: p[0]), dict(self._local))
+
+    def end_step(self, step: int, skipped: bool, scale: float, weights16: Pieces, opt) -> None:
+        if self.active:
+            self.history.append(self._record(step, skipped, scale, weights16, opt))
+        self._grad32, self._local = [], {}
+
+    def result(self, arena, scale: float, weights16: Pieces, opt) -> RankResult:
+        final = self._record(self.job.steps - 1, False, scale, weights16, opt)
+        return RankResult(self.rank, final, self.history, arena.padding_bytes)
