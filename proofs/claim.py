@@ -167,16 +167,16 @@ def evaluate(claim: Claim, context=None) -> Result:
     run, run_err, run_nc = _values(claim.run, (context,), n, "run")
     if exact_nc or run_nc:
         return Result(claim, "not-checkable", message=exact_err or run_err)
+    check_errors = "; ".join(m for m in (exact_err, run_err) if m)  # a check that raised: said once
     parts = []
     for i, part in enumerate(claim.parts):
         e = exact[i] if exact is not None else None
         r = run[i] if run is not None else None
         status, why = _judge(part, e, r)
-        if status == "fail" and (exact_err or run_err) and (e is None or r is None):
-            why = "; ".join(m for m in (exact_err, run_err) if m)
+        if status == "fail" and check_errors and (e is None or r is None):
+            why = check_errors
         parts.append(PartResult(part, e, r, status, why))
     status = "fail" if any(p.status == "fail" for p in parts) else "pass"
-    shared = [m for m in (exact_err, run_err) if m]
-    own = [f"{p.part.label}: {p.why}" for p in parts if p.why and p.why not in shared]
-    message = "; ".join(list(dict.fromkeys(shared if any(p.why in shared for p in parts) else [])) + own)
+    message = "; ".join(dict.fromkeys(p.why if p.why == check_errors else f"{p.part.label}: {p.why}"
+                                      for p in parts if p.why))
     return Result(claim, status, tuple(parts), message)

@@ -2,6 +2,7 @@
 
 Public API (stable): the collectives, their schedules, the ledgers, size-only buffers and fixed-seed blocks.
 """
+from .blocks import check_integer_blocks, integer_blocks
 from .collectives import all_gather, all_reduce, naive_all_reduce, reduce_scatter
 from .dtypes import DTYPES, resolve_dtype
 from .layout import ChunkLayout
@@ -10,6 +11,7 @@ from .memory import MemoryLedger
 from .provenance import ProvenanceError, check_provenance
 from .schedule import (ADD, COPY, Schedule, Transfer, naive_reduce_broadcast, ring_all_gather, ring_all_reduce,
                        ring_reduce_scatter, schedule_for)
+from .trace import trace_collective, trace_schedule
 from .virtual import VirtualBuffer
 
 __version__ = "0.1.0"
@@ -19,5 +21,6 @@ __all__ = [
     "Schedule", "Transfer", "COPY", "ADD", "ring_reduce_scatter", "ring_all_gather", "ring_all_reduce",
     "naive_reduce_broadcast", "schedule_for", "check_provenance", "ProvenanceError",
     "ChunkLayout", "CommLedger", "Traffic", "RankTraffic", "MemoryLedger", "VirtualBuffer",
+    "integer_blocks", "check_integer_blocks", "trace_collective", "trace_schedule",
     "DTYPES", "resolve_dtype", "__version__",
 ]

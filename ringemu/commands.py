@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import collectives
-from .blocks import integer_blocks, value_bound
+from .blocks import check_integer_blocks, integer_blocks, value_bound
 from .dtypes import dtype_name, resolve_dtype
 from .layout import ChunkLayout, check_numel
 from .ledger import CommLedger
@@ -32,6 +32,8 @@ from .virtual import VirtualBuffer
 __all__ = ["register", "cmd_demo", "cmd_run", "cmd_trace", "cmd_count", "run_collective", "count_collective"]
 
 GB = 10 ** 9  # the lesson's GB: 10^9 bytes
+MAX_RUN_ELEMENTS = 2 ** 28  # N·S for `run` (real data): 1 GiB of fp32 inputs, plus padded copy and outputs
+MAX_COUNT_RANKS = 4096  # `count` walks the real schedule: 2N(N-1) transfers of 40 B each = 1.3 GB at N = 4096
 _RUN = {"reduce-scatter": collectives.reduce_scatter, "all-gather": collectives.all_gather,
         "all-reduce": collectives.all_reduce, "naive-all-reduce": collectives.naive_all_reduce}
 
@@ -85,7 +87,11 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
     n, s, dt = check_n_ranks(n_ranks, "ranks"), check_numel(numel), resolve_dtype(dtype)
     if op not in _RUN:
         raise ValueError(f"op must be one of {', '.join(_RUN)}; got {op!r}")
+    if n * s > MAX_RUN_ELEMENTS:
+        raise ValueError(f"ranks·numel must be <= {MAX_RUN_ELEMENTS:,} for a run with real data; got {n * s:,} "
+                         f"(use `ringemu count` for traffic at any size)")
     inputs = integer_blocks(n, s, seed, dt)
+    check_integer_blocks(inputs, "inputs")  # the promise the independent sum relies on
     wide = np.int64 if dt.kind == "i" else np.float64  # exact for every integer block (blocks.EXACT_LIMITS)
     layout, ledger = ChunkLayout(s, n), CommLedger()
     if op == "all-gather":
@@ -158,6 +164,9 @@ def count_collective(op: str, n_ranks: int, numel: int, dtype: object) -> CommLe
     n, s = check_n_ranks(n_ranks, "ranks"), check_numel(numel)
     if op not in _RUN:
         raise ValueError(f"op must be one of {', '.join(_RUN)}; got {op!r}")
+    if n > MAX_COUNT_RANKS:
+        raise ValueError(f"ranks must be <= {MAX_COUNT_RANKS} for count (it walks every transfer of the schedule, "
+                         f"2N(N-1) for all-reduce); got {n}")
     ledger = CommLedger()
     _RUN[op](VirtualBuffer((n, s), dtype), ledger=ledger)
     return ledger

@@ -37,7 +37,7 @@ FLOAT_DTYPES = ("fp16", "bf16", "fp32", "fp64")
 def _st():
     try:
         from hypothesis import strategies
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
         raise ImportError("ringemu.testing's strategies need hypothesis: pip install 'ringemu[test]'") from exc
     return strategies
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blocks import integer_blocks
+from .blocks import integer_blocks, value_bound
 from .dtypes import dtype_name
 from .execute import run_schedule
 from .layout import ChunkLayout, check_numel
@@ -30,7 +30,7 @@ MAX_NUMEL = 256  # elements per rank buffer
 _VERBS = {"add": "adds", "copy": "copies"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TraceStep:
     """The state after one step (or, for ``step == -1``, before the first one)."""
 
@@ -163,7 +163,6 @@ def trace_collective(op: str, n_ranks: int, numel: int, dtype: object = "int32",
     _check_small(n, check_numel(numel))
     schedule = schedule_for(op, n)
     if max_abs is not None:
-        from .blocks import value_bound
         max_abs = min(max_abs, value_bound(n, dtype))
     return trace_schedule(schedule, integer_blocks(n, numel, seed, dtype, max_abs=max_abs))
 
@@ -204,7 +203,8 @@ def _cell(state: TraceStep, lay: ChunkLayout, rank: int, chunk: int, received: b
     if not prov:
         return "·" + mark
     lo = lay.start(chunk)
-    values = [str(v) for v in _values(state.buffers[rank, lo:lo + lay.payload(chunk)])]
+    payload = state.buffers[rank, lo:lo + lay.payload(chunk)]
+    values = [str(v) if isinstance(v, int) else str(x) for v, x in zip(_values(payload), payload)]  # shortest repr
     values += ["_"] * (lay.chunk_size - lay.payload(chunk))
     return f"[{' '.join(values)}] {format_ranks(prov, len(state.provenance))}{mark}"
 

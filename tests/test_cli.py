@@ -135,6 +135,10 @@ def test_demo(capsys):
      "seed must be an integer >= 0, got -1"),
     (["trace", "--op", "all-reduce", "--ranks", "64", "--numel", "3"], "a trace is for small runs"),
     (["demo", "--ranks", "0"], "ranks must be an integer >= 1, got 0"),
+    (["count", "--op", "all-reduce", "--ranks", "100000", "--numel", "3", "--dtype", "fp32"],
+     "ranks must be <= 4096 for count"),
+    (["run", "--op", "all-reduce", "--ranks", "8", "--numel", "27781427952", "--dtype", "bf16"],
+     "ranks·numel must be <= 268,435,456 for a run with real data"),
     (["count", "--op", "all-reduce", "--ranks", "4"], "the following arguments are required: --numel, --dtype"),
 ])
 def test_bad_input_prints_one_line_and_exits_2(capsys, argv, message):

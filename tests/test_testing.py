@@ -1,4 +1,6 @@
 """ringemu.testing: the oracle accepts a correct ring written from scratch and catches wrong ones."""
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import find, given
@@ -197,3 +199,10 @@ def test_strategy_arguments_are_checked():
         ring_sizes(0, 4)
     with pytest.raises(ValueError, match="dtype must be one of"):
         dtype_names(["fp8"])
+
+
+def test_oracle_works_without_hypothesis(monkeypatch):
+    monkeypatch.setitem(sys.modules, "hypothesis", None)  # as if hypothesis were not installed
+    assert_matches_ringemu(collectives.all_reduce, "all-reduce", np.ones((3, 4), np.float32))
+    with pytest.raises(ImportError, match=r"strategies need hypothesis: pip install 'ringemu\[test\]'"):
+        ring_sizes()
