@@ -22,7 +22,8 @@ import warnings
 
 import numpy as np
 
-__all__ = ["JIT_ENABLED", "jit", "f32_to_bits", "bits_to_f32", "jit_disabled_from_env"]
+__all__ = ["JIT_ENABLED", "jit", "f32_to_bits", "bits_to_f32", "half_to_f32", "f32_to_half",
+           "jit_disabled_from_env"]
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
@@ -81,6 +82,30 @@ if JIT_ENABLED:
 
         return types.float32(types.uint32), codegen
 
+    @intrinsic
+    def half_to_f32(typingctx, bits):
+        """binary16 bits (uint16) -> float32 with LLVM's ``fpext half`` (F16C ``vcvtph2ps`` on x86): exact, but
+        a signalling NaN comes out quiet. Used only where a float32 addition follows (which quiets NaNs anyway)."""
+        if bits != types.uint16:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+        return types.float32(types.uint16), codegen
+
+    @intrinsic
+    def f32_to_half(typingctx, value):
+        """float32 -> binary16 bits (uint16) with LLVM's ``fptrunc`` (F16C ``vcvtps2ph``): round to nearest even,
+        overflow to inf, NaN payload truncated and quieted (numpy's result for every quiet NaN)."""
+        if value != types.float32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+        return types.uint16(types.float32), codegen
+
 else:
     def jit(fn):
         """JIT disabled (RINGEMU_DISABLE_JIT): return ``fn`` itself."""
@@ -93,3 +118,11 @@ else:
     def bits_to_f32(bits):
         """The float32 whose IEEE-754 bits are the uint32 ``bits``."""
         return np.uint32(bits).view(np.float32)
+
+    def half_to_f32(bits):
+        """binary16 bits -> float32 (numpy's conversion)."""
+        return np.uint16(bits).view(np.float16).astype(np.float32)
+
+    def f32_to_half(value):
+        """float32 -> binary16 bits, round to nearest even (numpy's conversion)."""
+        return np.float32(value).astype(np.float16).view(np.uint16)

@@ -1,12 +1,14 @@
 """All numba kernels of ringemu, and nothing else (numba's on-disk cache only notices edits to this file).
 
 Kernels run a :class:`~ringemu.schedule.Schedule` in place on a padded world buffer of shape
-(n_ranks, n_chunks·chunk), one row per rank, and count the elements each directed link carried into an
-(n_ranks, n_ranks) int64 array. The schedule arrives as four int64 columns (src, dst, chunk, op) in table order.
+(n_ranks, n_chunks·chunk), one row per rank, on the elements [lo, hi) of every chunk (disjoint slabs can run on
+separate threads: every operation is element-wise); :func:`check_and_count` validates the table and counts the
+elements each directed link carries into an (n_ranks, n_ranks) int64 array. The schedule arrives as four int64 columns
+(src, dst, chunk, op) in table order.
 
 * :func:`run_steps` applies the transfers one by one in table order: the faithful step-by-step ring. It is
   exact because no rank sends, in a step, a chunk it receives in that step (checked by
-  :func:`first_invalid_transfer` before any kernel runs), so in-place updates never change a value that
+  :func:`check_and_count` before any kernel runs), so in-place updates never change a value that
   is still to be sent.
 * :func:`run_fused` gives bit-identical results faster: transfers of different chunks touch disjoint memory and
   elements are independent, so it walks one chunk at a time, tile by tile, applying that chunk's transfers in
@@ -22,62 +24,55 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import bits_to_f32, f32_to_bits, jit
+from ._jit import bits_to_f32, f32_to_bits, f32_to_half, half_to_f32, jit
 
 __all__ = [
     "f16_to_f32", "f32_to_f16", "bf16_to_f32", "f32_to_bf16", "copy_tile", "add_tile", "widen_tile",
-    "narrow_tile", "run_steps", "run_fused", "first_invalid_transfer",
+    "narrow_tile", "check_and_count", "run_steps", "run_fused",
 ]
 
 # Wire kinds; the same values as ringemu.wire.WIRE_* (a test checks), repeated so this file stands alone.
 _NATIVE, _FP16, _BF16 = 0, 1, 2
 _COPY = 0  # == schedule.COPY
-# first_invalid_transfer reasons (decoded in ringemu.execute)
+# check_and_count reasons (decoded in ringemu.execute)
 _BAD_RANK, _BAD_CHUNK, _BAD_OP, _BAD_STEP, _SENDS_RECEIVED = 1, 2, 3, 4, 5
 
 
 # -- 16-bit <-> fp32 on the bits (IEEE 754-2008 binary16; bfloat16 = the top half of a binary32) ---------------
 @jit
 def f16_to_f32(h):
-    """binary16 bits -> float32 (exact). NaN payloads are kept, not quieted (as numpy's conversion)."""
+    """binary16 bits -> float32 (exact). NaN payloads are kept, not quieted (as numpy's conversion).
+
+    Branch-free (selects), so that LLVM vectorises the loops that call it.
+    """
     h = np.int64(h)
     sign = (h & 0x8000) << 16
-    exponent = (h >> 10) & 0x1F
-    mantissa = h & 0x3FF
-    if exponent == 0x1F:  # inf / NaN
-        bits = sign | 0x7F800000 | (mantissa << 13)
-    elif exponent != 0:  # normal: rebias 15 -> 127
-        bits = sign | ((exponent + 112) << 23) | (mantissa << 13)
-    else:  # zero or subnormal: mantissa · 2^-24, exact in float32
-        magnitude = np.float32(mantissa) * np.float32(5.9604644775390625e-08)
-        bits = sign | np.int64(f32_to_bits(magnitude))
-    return bits_to_f32(np.uint32(bits))
+    em = h & 0x7FFF  # exponent and mantissa
+    normal = (em << 13) + (112 << 23)  # rebias the exponent 15 -> 127
+    inf_nan = (em << 13) + (224 << 23)  # exponent 31 -> 255, payload kept
+    subnormal = np.int64(f32_to_bits(np.float32(em) * np.float32(5.9604644775390625e-08)))  # em · 2^-24, exact
+    bits = subnormal if em < 0x400 else (inf_nan if em >= 0x7C00 else normal)
+    return bits_to_f32(np.uint32(bits | sign))
 
 
 @jit
 def f32_to_f16(x):
-    """float32 -> binary16 bits, round to nearest even; the same algorithm as numpy's npy_floatbits_to_halfbits
-    (overflow -> inf; NaN keeps its top 10 payload bits, forced non-zero)."""
+    """float32 -> binary16 bits, round to nearest even, bit for bit as numpy's npy_floatbits_to_halfbits
+    (overflow -> inf; NaN keeps its top 10 payload bits, forced non-zero). Branch-free (selects)."""
     f = np.int64(f32_to_bits(np.float32(x)))
     sign = (f >> 16) & 0x8000
-    f_exp = f & 0x7F800000
-    if f_exp >= 0x47800000:  # |x| >= 2^16: inf, NaN or overflow
-        mantissa = f & 0x007FFFFF
-        if f_exp == 0x7F800000 and mantissa != 0:
-            payload = mantissa >> 13
-            return sign | 0x7C00 | (payload if payload != 0 else 1)
-        return sign | 0x7C00
-    if f_exp <= 0x38000000:  # |x| <= 2^-15: subnormal or zero in binary16
-        if f_exp < 0x33000000:  # |x| < 2^-25: rounds to zero
-            return sign
-        m = (0x00800000 + (f & 0x007FFFFF)) >> (113 - (f_exp >> 23))
-        if (m & 0x3FFF) != 0x1000 or (f & 0x7FF) != 0:  # not an exact tie to an even result: round up at bit 12
-            m += 0x1000
-        return sign | (m >> 13)
-    m = f & 0x007FFFFF
-    if (m & 0x3FFF) != 0x1000:  # round half to even at bit 13
-        m += 0x1000
-    return sign | (((f_exp - 0x38000000) >> 13) + (m >> 13))  # a mantissa carry moves into the exponent
+    a = f & 0x7FFFFFFF  # |x| as bits
+    # normal: rebias 127 -> 15 and round half to even at bit 13 (a carry moves into the exponent, up to inf)
+    normal = ((a - 0x38000000) + 0xFFF + ((a >> 13) & 1)) >> 13
+    # |x| < 2^-14: adding 0.5 aligns the binary16 subnormal grid with float32's last place, and the float32 add
+    # rounds to nearest even (IEEE 754 default); the bits above 0.5's are the result
+    subnormal = np.int64(f32_to_bits(bits_to_f32(np.uint32(a)) + np.float32(0.5))) - 0x3F000000
+    payload = (a >> 13) & 0x3FF
+    nan = 0x7C00 | payload | (1 if payload == 0 else 0)
+    r = subnormal if a < 0x38800000 else normal
+    r = 0x7C00 if a >= 0x47800000 else r
+    r = nan if a > 0x7F800000 else r
+    return sign | r
 
 
 @jit
@@ -88,11 +83,12 @@ def bf16_to_f32(h):
 
 @jit
 def f32_to_bf16(x):
-    """float32 -> bfloat16 bits, round to nearest even; NaN -> quiet NaN 0x7FC0 with the sign kept (ml_dtypes)."""
+    """float32 -> bfloat16 bits, round to nearest even; NaN -> quiet NaN 0x7FC0 with the sign kept (ml_dtypes).
+    Branch-free (a select)."""
     f = np.int64(f32_to_bits(np.float32(x)))
-    if (f & 0x7FFFFFFF) > 0x7F800000:
-        return ((f >> 16) & 0x8000) | 0x7FC0
-    return ((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF
+    rounded = ((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF
+    nan = ((f >> 16) & 0x8000) | 0x7FC0
+    return nan if (f & 0x7FFFFFFF) > 0x7F800000 else rounded
 
 
 # -- tiles: equal-length 1-D views, 0-based loops ----------------------------------------------------------------
@@ -107,9 +103,9 @@ def copy_tile(dst, src):
 def add_tile(dst, src, wire):
     """dst[:] = dst + src in the wire arithmetic (an ADD transfer; the receiver's value is the left operand)."""
     n = dst.shape[0]
-    if wire == _FP16:
+    if wire == _FP16:  # hardware conversions: the fp32 add quiets NaNs, so they match the software ones here
         for i in range(n):
-            dst[i] = f32_to_f16(f16_to_f32(dst[i]) + f16_to_f32(src[i]))
+            dst[i] = f32_to_half(half_to_f32(np.uint16(dst[i])) + half_to_f32(np.uint16(src[i])))
     elif wire == _BF16:
         for i in range(n):
             dst[i] = f32_to_bf16(bf16_to_f32(dst[i]) + bf16_to_f32(src[i]))
@@ -134,8 +130,10 @@ def narrow_tile(out, values, wire):
 
 # -- schedules ---------------------------------------------------------------------------------------------------
 @jit
-def first_invalid_transfer(step, src, dst, chunk_of, op, n_ranks, n_chunks, n_steps):
-    """-1 if the table can run in place; else 8·row + reason (_BAD_* above) for the first offending row.
+def check_and_count(step, src, dst, chunk_of, op, n_ranks, n_chunks, n_steps, chunk, links):
+    """Validate the table, then count it: -1 if the table can run in place, after adding ``chunk`` elements
+    (padding included) to ``links[src, dst]`` for every transfer; else 8·row + reason (_BAD_* above) for the first
+    offending row, with ``links`` untouched.
 
     Checks ranks, chunks and ops are in range, steps are sorted and below n_steps, and no rank sends a chunk it
     receives in the same step.
@@ -162,32 +160,32 @@ def first_invalid_transfer(step, src, dst, chunk_of, op, n_ranks, n_chunks, n_st
             if received[src[k] * n_chunks + chunk_of[k]] == s:
                 return 8 * k + _SENDS_RECEIVED
         lo = hi
+    for k in range(n):
+        links[src[k], dst[k]] += chunk
     return -1
 
 
 @jit
-def _count_links(src, dst, chunk, links):
-    for k in range(src.shape[0]):
-        links[src[k], dst[k]] += chunk  # elements, padding included (one whole chunk per message)
+def run_steps(world, src, dst, chunk_of, op, chunk, lo, hi, wire):
+    """Apply every transfer in table order, each on elements [lo, hi) of its chunk.
 
-
-@jit
-def run_steps(world, src, dst, chunk_of, op, chunk, wire, links):
-    """Apply every transfer in table order, each on its whole chunk; count elements per link into ``links``."""
+    Elements are independent, so disjoint [lo, hi) slabs may run concurrently (one call per thread) and
+    together equal one call on [0, chunk).
+    """
     for k in range(src.shape[0]):
-        lo = chunk_of[k] * chunk
-        target = world[dst[k], lo:lo + chunk]
-        source = world[src[k], lo:lo + chunk]
+        base = chunk_of[k] * chunk
+        target = world[dst[k], base + lo:base + hi]
+        source = world[src[k], base + lo:base + hi]
         if op[k] == _COPY:
             copy_tile(target, source)
         else:
             add_tile(target, source, wire)
-    _count_links(src, dst, chunk, links)
 
 
 @jit
-def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, tile, wire, links):
-    """Same result as :func:`run_steps`: chunk by chunk, tile by tile, each chunk's transfers in table order.
+def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi, tile, wire):
+    """Same result as :func:`run_steps` on [lo, hi): chunk by chunk, tile by tile, each chunk's transfers in
+    table order.
 
     ``order`` lists the transfer rows sorted stably by chunk; chunk c's rows are
     ``order[chunk_bounds[c]:chunk_bounds[c + 1]]``. ``tile`` is in elements.
@@ -195,15 +193,14 @@ def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, tile, w
     for c in range(chunk_bounds.shape[0] - 1):
         first, last = chunk_bounds[c], chunk_bounds[c + 1]
         base = c * chunk
-        for t0 in range(0, chunk, tile):
-            lo = base + t0
-            hi = base + min(t0 + tile, chunk)
+        for t0 in range(lo, hi, tile):
+            a = base + t0
+            b = base + min(t0 + tile, hi)
             for j in range(first, last):
                 k = order[j]
-                target = world[dst[k], lo:hi]
-                source = world[src[k], lo:hi]
+                target = world[dst[k], a:b]
+                source = world[src[k], a:b]
                 if op[k] == _COPY:
                     copy_tile(target, source)
                 else:
                     add_tile(target, source, wire)
-    _count_links(src, dst, chunk, links)

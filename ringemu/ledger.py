@@ -103,8 +103,8 @@ class CollectiveRecord:
         """Per directed link (src, dst) that carried anything."""
         n = self.schedule.n_ranks
         key = self.schedule.table[:, 1] * n + self.schedule.table[:, 2]
-        used, inverse = np.unique(key, return_inverse=True)
-        traffic = self._by(inverse.ravel(), used.size)
+        used, inverse = _dense_ids(key, n * n)
+        traffic = self._by(inverse, used.size)
         return {(int(k) // n, int(k) % n): t for k, t in zip(used.tolist(), traffic)}
 
     @cached_property
@@ -119,7 +119,7 @@ class CollectiveRecord:
         if t.shape[0] == 0:
             return []
         key = (t[:, 0] * n + t[:, 1]) * n + t[:, 2]
-        used, count = np.unique(key, return_counts=True)
+        used, count = _runs(key)
         busiest = np.zeros(self.schedule.n_steps, dtype=np.int64)
         np.maximum.at(busiest, used // (n * n), count)
         return [c * self.layout.chunk_size * self.itemsize for c in busiest.tolist()]
@@ -242,3 +242,24 @@ class CommLedger:
             "bus_bandwidth_factor": str(self.bus_bandwidth_factor(label)),
             "per_rank": [t.as_dict() for t in self.per_rank(label)],
         }
+
+
+def _dense_ids(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct keys, each row's index into them), like ``np.unique(key, return_inverse=True)`` but in
+    O(len(key) + size) without sorting when the keys are below a modest ``size``."""
+    if size > 1 << 24:
+        used, inverse = np.unique(key, return_inverse=True)
+        return used, inverse.ravel()
+    present = np.bincount(key, minlength=size) > 0
+    used = np.flatnonzero(present)
+    index = np.cumsum(present) - 1
+    return used, index[key]
+
+
+def _runs(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys, multiplicity), like ``np.unique(key, return_counts=True)``; O(len) for sorted keys, as the
+    schedules' (step, src, dst) keys are."""
+    if key.size and np.all(key[1:] >= key[:-1]):
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        return key[starts], np.diff(np.append(starts, key.size))
+    return np.unique(key, return_counts=True)

@@ -98,17 +98,31 @@ class Schedule:
                 f"n_steps={self.n_steps}, n_transfers={self.n_transfers})")
 
 
+def _new_table(n_rows: int) -> np.ndarray:
+    """An uninitialised (n_rows, 5) int64 table stored column by column, so that each column is filled (and later
+    read by the ledger and the kernels) as one contiguous array."""
+    return np.empty((5, n_rows), dtype=np.int64).T
+
+
+def _fill_ring(out: np.ndarray, n: int, first_step: int, chunk_offset: int, op: int) -> np.ndarray:
+    """Fill ``out`` ((N-1)·N rows) with N-1 ring steps: at step s rank r sends chunk (r - s + chunk_offset) mod N
+    to rank r + 1. Rows are ordered by step, then by sending rank."""
+    m = n - 1
+    ranks = np.arange(n, dtype=np.int64)
+    out[:, 0].reshape(m, n)[...] = np.arange(first_step, first_step + m, dtype=np.int64)[:, None]
+    out[:, 1].reshape(m, n)[...] = ranks
+    out[:, 2].reshape(m, n)[...] = (ranks + 1) % n
+    chunk = out[:, 3].reshape(m, n)
+    np.subtract.outer(np.arange(chunk_offset, chunk_offset + n, dtype=np.int64) % n,
+                      np.arange(m, dtype=np.int64), out=chunk.T)  # r + offset - s, in (-N, 2N)
+    np.remainder(chunk, n, out=chunk)
+    out[:, 4] = op
+    return out
+
+
 def _ring_table(n: int, first_step: int, chunk_offset: int, op: int) -> np.ndarray:
     """N-1 ring steps: at step s rank r sends chunk (r - s + chunk_offset) mod N to rank r + 1."""
-    steps = np.repeat(np.arange(n - 1, dtype=np.int64), n)
-    src = np.tile(np.arange(n, dtype=np.int64), n - 1)
-    table = np.empty((steps.size, 5), dtype=np.int64)
-    table[:, 0] = steps + first_step
-    table[:, 1] = src
-    table[:, 2] = (src + 1) % n
-    table[:, 3] = (src - steps + chunk_offset) % n
-    table[:, 4] = op
-    return table
+    return _fill_ring(_new_table((n - 1) * n), n, first_step, chunk_offset, op)
 
 
 def ring_reduce_scatter(n_ranks: int) -> Schedule:
@@ -130,7 +144,10 @@ def ring_all_reduce(n_ranks: int) -> Schedule:
     """Ring all-reduce = ring reduce-scatter then ring all-gather: 2(N-1) steps, each rank sends
     2(N-1)/N of its buffer (the lesson's claim C1)."""
     n = check_n_ranks(n_ranks)
-    table = np.concatenate([_ring_table(n, 0, -1, ADD), _ring_table(n, n - 1, 0, COPY)])
+    half = (n - 1) * n
+    table = _new_table(2 * half)
+    _fill_ring(table[:half], n, 0, -1, ADD)
+    _fill_ring(table[half:], n, n - 1, 0, COPY)
     return Schedule("ring_all_reduce", n, n, 2 * (n - 1), table, "all", "reduced-all")
 
 

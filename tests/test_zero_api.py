@@ -38,6 +38,8 @@ def test_public_api():
     (lambda: train("dp", 2, 1, seed=-3), ValueError, "seed"),
     (lambda: train("dp", 2, 1, unit_sizes=[100], width=3), ValueError, "width"),
     (lambda: LossScaling("sometimes"), ValueError, "loss scaling"),
+    (lambda: run_size_only("dp", 1025, psi=10), ValueError, "n_ranks"),
+    (lambda: train("dp", 300, 1, "bf16", grads="blocks"), ValueError, "n_ranks=300"),
 ])
 def test_bad_input_is_named(call, exc, words):
     with pytest.raises(exc, match=words):
@@ -114,3 +116,16 @@ def test_static_overflow_skips_every_step(stage):
     report = train(stage, 3, 2, "fp16", 0, "model", (20, 9), loss_scaling=scaling)
     assert report.skipped_steps == [True, True] and parity_with_dp(report, dp)
     assert not report.m.any() and not report.v.any()
+
+
+def test_run_job_accepts_another_world():
+    """Stage code only sees a Communicator: a world built by ``world_factory`` runs it unchanged."""
+    made = []
+
+    def factory(n, ledger):
+        made.append(n)
+        return EmulatedWorld(n, ledger, mode="reference")
+
+    job = zero_stages.training_job(3, 2, "bf16", 0, "blocks", (7, 2))
+    report = zero_stages.run_job("zero3", job, world_factory=factory)
+    assert made == [3] and parity_with_dp(report, train("dp", 3, 2, "bf16", 0, "blocks", (7, 2)))

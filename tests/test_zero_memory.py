@@ -2,7 +2,6 @@
 ZeRO-3's peak is its own shard plus the one or two units in flight (lesson claims M2, M3, M5, M8, M10)."""
 from fractions import Fraction
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

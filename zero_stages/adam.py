@@ -30,6 +30,7 @@ roots differ.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,7 +61,7 @@ class AdamConfig:
             raise ValueError(f"AdamConfig.sqrt must be one of {', '.join(SQRT_IMPLEMENTATIONS)}; got {self.sqrt!r}")
         for name in ("lr", "beta1", "beta2", "eps", "weight_decay"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(f"AdamConfig.{name} must be a number; got {value!r}")
         if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
             raise ValueError(f"AdamConfig betas must lie in [0, 1); got {self.beta1}, {self.beta2}")

@@ -10,6 +10,7 @@ import operator
 import numpy as np
 
 from ringemu.backends.emulator import EmulatedWorld
+from ringemu.blocks import value_bound
 from ringemu.dtypes import dtype_name
 from ringemu.layout import check_numel
 from ringemu.ledger import CommLedger
@@ -26,10 +27,12 @@ from .precision import LossScaling, check_wire_dtype, default_loss_scaling
 from .report import StageReport, build_report
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
-__all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_only", "run_job"]
+__all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_only", "run_job", "training_job",
+           "size_only_job", "MAX_SIZE_ONLY_RANKS"]
 
 RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
 DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
+MAX_SIZE_ONLY_RANKS = 1024  # each counted collective walks its N·(N−1)-transfer schedule; the lesson's largest N
 
 
 def _rank_function(stage):
@@ -47,13 +50,36 @@ def _check_count(value, name: str, minimum: int) -> int:
     return operator.index(value)
 
 
-def run_job(stage, job: Job, mode: str = "fused") -> StageReport:
-    """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``."""
+def run_job(stage, job: Job, mode: str = "fused", world_factory=None) -> StageReport:
+    """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``.
+
+    The ranks run in ``EmulatedWorld(n, comm_ledger, mode)``, or in ``world_factory(n, comm_ledger)``: any world
+    whose ``run(fn, job)`` calls ``fn(comm, job)`` once per rank with a Communicator and returns the results in
+    rank order (e.g. ``ringemu.backends.torch_launch.TorchWorld``, one torch.distributed process per rank).
+    """
     fn, name = _rank_function(stage)
     comm = CommLedger()
-    results = EmulatedWorld(job.flat.n_ranks, comm, mode=mode).run(fn, job)
+    n = job.flat.n_ranks
+    world = EmulatedWorld(n, comm, mode=mode) if world_factory is None else world_factory(n, comm)
+    results = world.run(fn, job)
     return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
                         job.memory, comm)
+
+
+def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
+                  loss_scaling: LossScaling | None = None) -> Job:
+    """The :class:`Job` of :func:`run_size_only` (one step on size-only buffers)."""
+    n = check_n_ranks(n_ranks)
+    if n > MAX_SIZE_ONLY_RANKS:
+        raise ValueError(f"n_ranks must be at most {MAX_SIZE_ONLY_RANKS} for size-only runs (every collective is "
+                         f"counted by walking its N·(N-1) transfers, one thread per rank); got {n}")
+    if (psi is None) == (unit_sizes is None):
+        raise ValueError("give exactly one of psi (a parameter count) and unit_sizes (a list of unit sizes)")
+    units = (check_psi(psi),) if unit_sizes is None else check_unit_sizes(unit_sizes)
+    wire = check_wire_dtype(wire_dtype)
+    act = check_numel(activation_bytes, "activation_bytes")
+    return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, act), AdamConfig(),
+               loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False)
 
 
 def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
@@ -64,16 +90,29 @@ def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", 
     per rank are recorded as activations during the step. bf16 runs without loss scaling; fp16 adds the
     one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``).
     """
-    fn, _ = _rank_function(stage)
+    _rank_function(stage)
+    return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling))
+
+
+def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
+                 micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
+                 loss_scaling: LossScaling | None = None, record_history: bool = True) -> Job:
+    """The :class:`Job` of :func:`train` (the same arguments), e.g. to run the stages on another Communicator."""
     n = check_n_ranks(n_ranks)
-    if (psi is None) == (unit_sizes is None):
-        raise ValueError("give exactly one of psi (a parameter count) and unit_sizes (a list of unit sizes)")
-    units = (check_psi(psi),) if unit_sizes is None else check_unit_sizes(unit_sizes)
+    steps = _check_count(steps, "steps", 0)
+    seed = _check_count(seed, "seed", 0)
     wire = check_wire_dtype(wire_dtype)
-    act = check_numel(activation_bytes, "activation_bytes")
-    job = Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, act), AdamConfig(),
-              loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False)
-    return run_job(stage, job)
+    if grads not in GRADIENT_SOURCES:
+        raise ValueError(f"grads must be one of {', '.join(GRADIENT_SOURCES)}; got {grads!r}")
+    units = DEFAULT_UNIT_SIZES if unit_sizes is None else check_unit_sizes(unit_sizes)
+    if grads == "model":
+        workload = ModelWorkload(MLP(units, width or default_width(units), micro_batch, seed), wire)
+    else:
+        value_bound(n, wire)  # raises a clear ValueError if no exact integer blocks exist for N ranks
+        workload = BlockWorkload(units, n, wire, seed)
+    return Job(FlatParams(units, n), wire, steps, workload, adam or AdamConfig(),
+               loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=False,
+               record_history=record_history)
 
 
 def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
@@ -86,19 +125,7 @@ def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
     ``width`` default :func:`~zero_stages.model.default_width`); ``grads="blocks"`` feeds fixed-seed integer
     blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none.
     """
-    fn, _ = _rank_function(stage)
-    n = check_n_ranks(n_ranks)
-    steps = _check_count(steps, "steps", 0)
-    seed = _check_count(seed, "seed", 0)
-    wire = check_wire_dtype(wire_dtype)
-    if grads not in GRADIENT_SOURCES:
-        raise ValueError(f"grads must be one of {', '.join(GRADIENT_SOURCES)}; got {grads!r}")
-    units = DEFAULT_UNIT_SIZES if unit_sizes is None else check_unit_sizes(unit_sizes)
-    if grads == "model":
-        workload = ModelWorkload(MLP(units, width or default_width(units), micro_batch, seed), wire)
-    else:
-        workload = BlockWorkload(units, n, wire, seed)
-    job = Job(FlatParams(units, n), wire, steps, workload, adam or AdamConfig(),
-              loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=False,
-              record_history=record_history)
+    _rank_function(stage)
+    job = training_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, micro_batch=micro_batch, width=width,
+                       adam=adam, loss_scaling=loss_scaling, record_history=record_history)
     return run_job(stage, job, mode)

@@ -60,10 +60,16 @@ class StepRecord:
 
 @dataclass
 class RankResult:
+    """What one rank hands back: its states, and its own row of the MemoryLedger (so that ranks run as separate
+    processes, e.g. on torch.distributed, report their memory too)."""
+
     rank: int
     final: StepRecord | None  # None in size-only runs
     history: list[StepRecord]
     model_state_padding_bytes: int
+    model_state_bytes: int = 0  # held at the end (between steps)
+    peak_bytes: int = 0
+    memory_by_category: dict = field(default_factory=dict)  # {category: {"current": B, "peak": B}}
 
 
 class Recorder:
@@ -105,4 +111,6 @@ class Recorder:
 
     def result(self, arena, scale: float, weights16: Pieces, opt) -> RankResult:
         final = self._record(self.job.steps - 1, False, scale, weights16, opt)
-        return RankResult(self.rank, final, self.history, arena.padding_bytes)
+        memory = self.job.memory
+        return RankResult(self.rank, final, self.history, arena.padding_bytes, memory.model_states(self.rank),
+                          memory.peak(self.rank), memory.by_category(self.rank))

@@ -47,8 +47,9 @@ class StageReport:
     traffic_sent_elements_per_rank: list[int]
     traffic_padding_elements_per_rank: list[int]
     traffic_by_label: dict[str, dict[str, list[int]]]
-    memory: MemoryLedger
+    memory: MemoryLedger  # the ranks' shared ledger (emulator); per-rank figures above come from the ranks
     comm: CommLedger
+    memory_by_category_per_rank: list[dict] = field(default_factory=list)
     weights16: np.ndarray | None = None
     master: np.ndarray | None = None
     m: np.ndarray | None = None
@@ -60,7 +61,7 @@ class StageReport:
 
     def memory_by_category(self) -> list[dict[str, dict[str, int]]]:
         """Per rank: ``{category: {"current": bytes, "peak": bytes}}``."""
-        return [self.memory.by_category(r) for r in range(self.n_ranks)]
+        return self.memory_by_category_per_rank
 
 
 def _assemble(flat: FlatParams, pieces_by_rank, dtype) -> np.ndarray | None:
@@ -104,14 +105,15 @@ def build_report(name: str, flat: FlatParams, wire, wire_name: str, steps: int, 
     report = StageReport(
         name=name, n_ranks=n, psi=flat.psi, unit_sizes=flat.unit_sizes, wire_dtype=wire_name, steps=steps,
         size_only=size_only,
-        model_state_bytes_per_rank=[memory.model_states(r) for r in range(n)],
+        model_state_bytes_per_rank=[res.model_state_bytes for res in results],
         model_state_padding_bytes_per_rank=[res.model_state_padding_bytes for res in results],
-        peak_bytes_per_rank=[memory.peak(r) for r in range(n)],
-        activation_peak_bytes_per_rank=[memory.peak(r, "activations") for r in range(n)],
+        peak_bytes_per_rank=[res.peak_bytes for res in results],
+        activation_peak_bytes_per_rank=[res.memory_by_category["activations"]["peak"] for res in results],
         traffic_sent_bytes_per_rank=column(sent, "bytes"),
         traffic_sent_elements_per_rank=column(sent, "elements"),
         traffic_padding_elements_per_rank=column(sent, "padding_elements"),
-        traffic_by_label=by_label, memory=memory, comm=comm)
+        traffic_by_label=by_label, memory=memory, comm=comm,
+        memory_by_category_per_rank=[res.memory_by_category for res in results])
     if not size_only:
         final = _gather_record(flat, [res.final for res in results], wire)
         report.weights16, report.master, report.m, report.v = (final[k] for k in _STATES)

@@ -9,8 +9,9 @@ Set-up is automatic: the parent process hosts the rendezvous store (a ``TCPStore
 127.0.0.1) and starts the ranks with the ``forkserver`` start method: a server process imports torch once, and
 each rank is a fork of that single-threaded server, never of the caller (measured here: 8 ranks start in
 0.3 s once the server runs, against 15-20 s with ``spawn``, where each rank imports torch itself; the server is
-multiprocessing's own and ends with the caller). ``start_method="spawn"`` is accepted too. Each rank initialises the process group (gloo; NCCL with one CUDA device per rank when
-``backend="nccl"``), runs ``fn``, and sends back its result and its ledger (plain Python / numpy objects).
+multiprocessing's own and ends with the caller). ``start_method="spawn"`` is accepted too. Each rank
+initialises the process group (gloo; NCCL with one CUDA device per rank when ``backend="nccl"``), runs ``fn``,
+and sends back its result and its ledger (plain Python / numpy objects).
 
 Failure handling: a rank that raises sends its traceback and the others are stopped; a rank that dies without
 a word (a crash, a kill) is reported with its exit code; if the ranks do not all finish within ``timeout``
@@ -26,6 +27,7 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import os
+import pickle
 import queue as queue_module
 import time
 import traceback
@@ -35,7 +37,7 @@ from ..ledger import CommLedger
 from ..schedule import check_n_ranks
 from .emulator import RankFailure
 
-__all__ = ["TorchWorld", "communicator_from_env", "BACKENDS"]
+__all__ = ["TorchWorld", "communicator_from_env", "run_zero_on_torch", "BACKENDS"]
 
 BACKENDS = ("gloo", "nccl")
 _PRELOAD = ("torch.distributed", "ringemu.backends.torch_backend")  # imported once by the forkserver
@@ -61,6 +63,14 @@ def communicator_from_env(backend: str | None = None, algorithm: str = "native",
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     return TorchCommunicator(ledger=ledger, algorithm=algorithm)
+
+
+def run_zero_on_torch(*args, **kwargs) -> dict:
+    """The project's ZeRO stages on N torch processes, cross-checked with the emulator: see
+    :func:`ringemu.backends.torch_zero.run_zero_on_torch` (imported here on first use; it needs zero_stages)."""
+    from .torch_zero import run_zero_on_torch as run
+
+    return run(*args, **kwargs)
 
 
 def _rank_main(rank: int, n_ranks: int, port: int, backend: str, algorithm: str, timeout: float,
@@ -90,6 +100,7 @@ def _rank_main(rank: int, n_ranks: int, port: int, backend: str, algorithm: str,
         result = fn(TorchCommunicator(ledger=ledger, algorithm=algorithm), *args, **kwargs)
         dist.barrier()  # no rank leaves while another may still read from it
         report = ("ok", rank, result, ledger)
+        pickle.dumps(report)  # an unpicklable result fails here, reported, not silently in the queue's thread
     except BaseException as exc:  # reported to the parent, which stops the world
         report = ("error", rank, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", None)
     results.put(report)
@@ -123,6 +134,7 @@ class TorchWorld:
         self.ledger, self.backend, self.algorithm, self.timeout = ledger, backend, algorithm, float(timeout)
         self.start_method = start_method
         self.ledgers: list[CommLedger] = []  # every rank's ledger from the last run
+        self.pids: list[int] = []  # process ids of the last run's ranks (all gone when run returns or raises)
 
     def run(self, fn: Callable[..., Any], *args, **kwargs) -> list[Any]:
         """Call ``fn(comm, *args, **kwargs)`` in every rank process; return the results in rank order.
@@ -148,6 +160,7 @@ class TorchWorld:
         try:
             for p in procs:
                 p.start()
+            self.pids = [p.pid for p in procs]
             failure = self._collect(procs, results, reports, deadline)
         finally:
             for p in procs:  # reap everything, killing what is still running

@@ -23,6 +23,7 @@ import numpy as np
 
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
+from ringemu.schedule import check_n_ranks
 from zero_stages import api
 from zero_stages.adam import AdamConfig
 from zero_stages.closed_forms import STAGES, check_stage
@@ -35,12 +36,12 @@ from zero_stages.workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload
 
 from .torch_launch import TorchWorld
 
-__all__ = ["run_zero_on_torch", "stage_on_torch", "TRAFFIC_SOURCE"]
+__all__ = ["run_zero_on_torch", "stage_on_torch", "make_job", "RankRows", "digest", "TRAFFIC_SOURCE"]
 
 TRAFFIC_SOURCE = "modelled: ring schedules in the CommLedger (not bytes observed on the wire)"
 
 
-class _RankRows:
+class RankRows:
     """The memory view a StageReport reads, with rank r's row taken from rank r's own MemoryLedger (each rank
     process wrote only its own row of its copy)."""
 
@@ -60,7 +61,8 @@ class _RankRows:
         return self.ledgers[rank].by_category(rank)
 
 
-def _make_job(n_ranks: int, steps: int, wire_dtype: str, seed: int, grads: str, unit_sizes) -> Job:
+def make_job(n_ranks: int, steps: int, wire_dtype: str, seed: int, grads: str, unit_sizes,
+             loss_scaling=None) -> Job:
     """The Job ``zero_stages.train`` builds for the same arguments (fresh MemoryLedger each call)."""
     from ringemu.memory import MemoryLedger
 
@@ -72,8 +74,9 @@ def _make_job(n_ranks: int, steps: int, wire_dtype: str, seed: int, grads: str, 
         workload = ModelWorkload(MLP(units, default_width(units), 4, seed), wire)
     else:
         workload = BlockWorkload(units, n_ranks, wire, seed)
-    return Job(FlatParams(units, n_ranks), wire, steps, workload, AdamConfig(), default_loss_scaling(wire),
-               MemoryLedger(n_ranks), size_only=False, record_history=True)
+    return Job(FlatParams(units, n_ranks), wire, steps, workload, AdamConfig(),
+               loss_scaling or default_loss_scaling(wire), MemoryLedger(n_ranks), size_only=False,
+               record_history=True)
 
 
 def _stage_rank(comm, stage: str, job: Job):
@@ -90,17 +93,17 @@ def stage_on_torch(stage: str, job: Job, backend: str = "gloo", algorithm: str =
     world = TorchWorld(job.flat.n_ranks, ledger=comm, backend=backend, algorithm=algorithm, timeout=timeout)
     outputs = world.run(_stage_rank, name, job)
     results = [r for r, _ in outputs]
-    memory = _RankRows([m for _, m in outputs])
+    memory = RankRows([m for _, m in outputs])
     return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, False, results, memory, comm)
 
 
-def _digest(array) -> str | None:
+def digest(array) -> str | None:
     return None if array is None else hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
 def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype: str = "bf16", seed: int = 0,
-                      grads: str = "blocks", timeout: float = 300.0, *, unit_sizes=None, backend: str = "gloo",
-                      algorithm: str = "native", compare_emulator: bool = True) -> dict:
+                      grads: str = "blocks", timeout: float = 300.0, *, unit_sizes=None, loss_scaling=None,
+                      backend: str = "gloo", algorithm: str = "native", compare_emulator: bool = True) -> dict:
     """Train ``stages`` (``"all"``, a name, or a list) on ``n_ranks`` torch processes; JSON-ready dict.
 
     Each entry of ``stages`` has the fields of ``ringemu zero --json`` (``name``, ``parity_with_dp``,
@@ -108,12 +111,20 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     ``parity_with_emulator`` (None when ``compare_emulator`` is false) and short sha256 digests of the final
     16-bit weights, master, m and v. DP always runs, as the reference of ``parity_with_dp``. ``timeout`` bounds
     each stage's run in seconds; a failed or hung run raises ``RankFailure`` after its processes are killed.
+    ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``.
     """
+    n_ranks = check_n_ranks(n_ranks)
+    for name, value in (("steps", steps), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0; got {value!r}")
+
+    def job():
+        return make_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, loss_scaling)
+
     wanted = STAGES if stages == "all" else (stages,) if isinstance(stages, str) else tuple(stages)
     wanted = tuple(check_stage(s) for s in wanted)
     run = ("dp",) + tuple(s for s in wanted if s != "dp")
-    reports = {s: stage_on_torch(s, _make_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes), backend,
-                                 algorithm, timeout) for s in run}
+    reports = {s: stage_on_torch(s, job(), backend, algorithm, timeout) for s in run}
     dp = reports["dp"]
     out = {"backend": "torch", "torch_backend": backend, "algorithm": algorithm, "ranks": dp.n_ranks,
            "steps": dp.steps, "dtype": dp.wire_dtype, "seed": seed, "grads": grads,
@@ -133,10 +144,12 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
             "traffic_ratio_to_dp": _ratio(rep, dp),
             "traffic_by_label": rep.traffic_by_label,
             "memory_by_category": rep.memory_by_category(),
-            "digests": {k: _digest(getattr(rep, k)) for k in ("weights16", "master", "m", "v")},
+            "skipped_steps": rep.skipped_steps,
+            "loss_scales": rep.loss_scales,
+            "digests": {k: digest(getattr(rep, k)) for k in ("weights16", "master", "m", "v")},
         }
         if compare_emulator:
-            emu = api.run_job(s, _make_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes))
+            emu = api.run_job(s, job())
             diff = parity_mismatches(rep, emu)
             same_counts = all(getattr(rep, k) == getattr(emu, k) for k in (
                 "model_state_bytes_per_rank", "peak_bytes_per_rank", "traffic_sent_bytes_per_rank"))

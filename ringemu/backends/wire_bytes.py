@@ -2,7 +2,7 @@
 
 The ledger counts what the ring schedule moves (payload and padding, :mod:`ringemu.ledger`). What gloo really
 sends depends on its own algorithms, its message headers and TCP/IP. Two observations are taken around each
-workload, with every rank first meeting at a barrier:
+workload:
 
 * **socket bytes per rank**: the growth of ``wchar`` in ``/proc/self/io`` of each rank process, i.e. the bytes
   the process handed to ``write``/``writev`` (gloo's TCP transport writes its messages, header included, with
@@ -14,13 +14,16 @@ workload, with every rank first meeting at a barrier:
 
 Each workload is bracketed by barriers so that no rank starts before rank 0 has read the counters and rank 0
 reads them again only after every rank has received everything (barrier, read, barrier, workload, barrier,
-read, barrier). The bracket alone (two barriers, workload ``barrier``) is measured the same way and subtracted; ``rounds`` repetitions are averaged
-exactly (``Fraction``). :func:`measure_wire` starts the namespace and the ranks itself and returns a JSON-ready
-dict; ``python -m ringemu.backends.wire_bytes --ranks 4 --numel 1048576 --json`` prints it.
+read, barrier). The bracket alone (two barriers, workload ``barrier``) is measured the same way and
+subtracted; ``rounds`` repetitions are averaged exactly (``Fraction``). :func:`measure_wire` starts the
+namespace and the ranks itself and returns a JSON-ready dict; ``python -m ringemu.backends.wire_bytes --ranks 4
+--numel 1048576 --json`` prints it. Workloads: the collectives of one step on one flat buffer (``dp``,
+``zero3``, ``reduce_scatter``, ...) or one training step of the project's stage modules (``stage:zero3``).
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -30,11 +33,11 @@ from fractions import Fraction
 import numpy as np
 
 from ..dtypes import resolve_dtype
-from ..layout import ChunkLayout
 from ..ledger import CommLedger
-from ..schedule import schedule_for
 
-__all__ = ["WORKLOADS", "measure_wire", "measure_here", "read_lo", "read_wchar"]
+__all__ = ["WORKLOADS", "STAGE_PREFIX", "measure_wire", "measure_here", "read_lo", "read_wchar"]
+
+STAGE_PREFIX = "stage:"  # workload "stage:zero3": one training step of that stage module
 
 # workload -> collectives per step on a flat buffer of numel elements (label, op); ZeRO §7, lesson claim C2
 WORKLOADS = {
@@ -68,8 +71,25 @@ def read_wchar() -> int:
     raise ValueError("no wchar in /proc/self/io")
 
 
-def _workload_rank(comm, workloads: list[str], numel: int, dtype: str, rounds: int, seed: int) -> dict:
-    """Per-rank body: for each workload, ``rounds`` times: counters read around the workload (module doc)."""
+def _run_workload(comm, name: str, full: np.ndarray, shard: np.ndarray, job) -> None:
+    if name.startswith(STAGE_PREFIX):
+        from zero_stages.api import RANK_FUNCTIONS
+
+        RANK_FUNCTIONS[name[len(STAGE_PREFIX):]](comm, copy.deepcopy(job))  # fresh memory ledger each round
+        return
+    for label, op in WORKLOADS[name]:
+        if op == "all_gather":
+            comm.all_gather(shard, full.shape[0], label)
+        else:
+            getattr(comm, op)(full, label)
+
+
+def _workload_rank(comm, workloads: list[str], numel: int, dtype: str, rounds: int, seed: int, jobs: dict):
+    """Per-rank body: for each workload, ``rounds`` times: counters read around the workload (module doc).
+
+    Returns ``{workload: [(lo bytes, lo packets, socket bytes, modelled bytes of all ranks), ...]}``; the
+    modelled bytes come from this rank's communicator ledger, filled by the same calls.
+    """
     import torch.distributed as dist
 
     rng = np.random.default_rng([seed, comm.rank])
@@ -80,53 +100,63 @@ def _workload_rank(comm, workloads: list[str], numel: int, dtype: str, rounds: i
     for name in workloads:
         samples = []
         for _ in range(rounds):
+            comm.ledger = CommLedger()
             dist.barrier()  # A: the previous round is over everywhere
             lo0, w0 = read_lo(), read_wchar()
             dist.barrier()  # B: no rank starts before rank 0 has read
-            for label, op in WORKLOADS[name]:
-                if op == "all_gather":
-                    comm.all_gather(shard, numel, label)
-                else:
-                    getattr(comm, op)(full, label)
+            _run_workload(comm, name, full, shard, jobs.get(name))
             dist.barrier()  # C: every byte of the workload has been received
             lo1, w1 = read_lo(), read_wchar()
             dist.barrier()  # D: no rank starts the next round before rank 0 has read
-            samples.append((lo1[0] - lo0[0], lo1[1] - lo0[1], w1 - w0))
+            samples.append((lo1[0] - lo0[0], lo1[1] - lo0[1], w1 - w0, comm.ledger.total().bytes))
         out[name] = samples
     return out
+
+
+def _stage_jobs(workloads, n_ranks: int, numel: int, dtype: str, seed: int) -> dict:
+    """One training step of each ``stage:NAME`` workload: integer-block gradients, one unit of ``numel``."""
+    stages = [w for w in workloads if w.startswith(STAGE_PREFIX)]
+    if not stages:
+        return {}
+    from .torch_zero import make_job
+
+    return {w: make_job(n_ranks, 1, dtype, seed, "blocks", [numel]) for w in stages}
 
 
 def measure_here(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp", "zero3"), rounds: int = 3,
                  algorithm: str = "native", timeout: float = 300.0, seed: int = 0) -> dict:
     """Run the workloads on N gloo ranks in *this* network namespace and compare with the ledger.
 
+    Workloads are the names in :data:`WORKLOADS` (the collectives of one step on one flat buffer of ``numel``
+    elements) or ``stage:dp`` … ``stage:zero3`` (one training step of the project's stage module itself, one
+    unit of ``numel`` parameters, integer-block gradients; its 16-bit type must be bf16 or fp16).
     Interface counts are only meaningful if nothing else uses this namespace's loopback (see
     :func:`measure_wire`). Returns a JSON-ready dict (module doc); exact ratios are strings of Fractions.
     """
     from .torch_launch import TorchWorld
 
-    unknown = [w for w in workloads if w not in WORKLOADS]
+    stages = ("dp", "zero1", "zero2", "zero3")
+    known = list(WORKLOADS) + [STAGE_PREFIX + s for s in stages]
+    unknown = [w for w in workloads if w not in known]
     if unknown:
-        raise ValueError(f"workloads must be among {', '.join(WORKLOADS)}; got {unknown}")
+        raise ValueError(f"workloads must be among {', '.join(known)}; got {unknown}")
     names = ["barrier"] + [w for w in workloads if w != "barrier"]
+    jobs = _stage_jobs(names, n_ranks, numel, dtype, seed)
     world = TorchWorld(n_ranks, algorithm=algorithm, timeout=timeout)
-    per_rank = world.run(_workload_rank, names, numel, dtype, rounds, seed)
+    per_rank = world.run(_workload_rank, names, numel, dtype, rounds, seed, jobs)
     base_lo = _mean([s[0] for s in per_rank[0]["barrier"]])
     base_pk = _mean([s[1] for s in per_rank[0]["barrier"]])
     base_w = [_mean([s[2] for s in r["barrier"]]) for r in per_rank]
     result = {"n_ranks": n_ranks, "numel": numel, "dtype": dtype, "algorithm": algorithm, "rounds": rounds,
               "barrier_bytes_on_lo": str(base_lo), "workloads": {}}
     for name in names[1:]:
-        ledger = CommLedger()  # modelled: the ring schedules of the same calls
-        for label, op in WORKLOADS[name]:
-            ledger.record(schedule_for(op.replace("_", "-"), n_ranks), ChunkLayout(numel, n_ranks), dtype, label)
-        modelled = ledger.total().bytes
+        modelled = per_rank[0][name][0][3]  # every round makes the same calls
         lo = _mean([s[0] for s in per_rank[0][name]]) - base_lo
         packets = _mean([s[1] for s in per_rank[0][name]]) - base_pk
         sock = [_mean([s[2] for s in r[name]]) - base_w[k] for k, r in enumerate(per_rank)]
         result["workloads"][name] = {
             "modelled_bytes_total": modelled,
-            "modelled_bytes_per_rank": ledger.max_sent_bytes_per_rank(),
+            "modelled_bytes_per_rank": str(Fraction(modelled, n_ranks)),
             "socket_bytes_per_rank": [str(b) for b in sock],
             "socket_bytes_total": str(sum(sock, Fraction(0))),
             "lo_bytes_total": str(lo),
@@ -135,9 +165,12 @@ def measure_here(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp",
             "lo_over_modelled": str(lo / modelled) if modelled else None,
         }
     w = result["workloads"]
-    if "dp" in w and "zero3" in w:
-        result["zero3_over_dp"] = {k: str(Fraction(w["zero3"][k]) / Fraction(w["dp"][k]))
-                                   for k in ("modelled_bytes_total", "socket_bytes_total", "lo_bytes_total")}
+    for dp, z3 in (("dp", "zero3"), (STAGE_PREFIX + "dp", STAGE_PREFIX + "zero3")):
+        if dp in w and z3 in w:
+            key = "stage_modules" if z3.startswith(STAGE_PREFIX) else "collectives"
+            result.setdefault("zero3_over_dp", {})[key] = {
+                k: str(Fraction(w[z3][k]) / Fraction(w[dp][k]))
+                for k in ("modelled_bytes_total", "socket_bytes_total", "lo_bytes_total")}
     return result
 
 

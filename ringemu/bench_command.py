@@ -1,0 +1,201 @@
+"""``ringemu bench``: time the ring collectives against this machine's memory-bandwidth floor and a numpy loop.
+
+Everything is measured in one process on the same data: a STREAM-style copy and in-place add (the floor), ringemu's
+``fused`` and ``step`` modes, and a straightforward per-rank numpy loop over the same schedule (which gives the same
+bits; the benchmark checks it). Times are medians of ``repeats`` runs after one warm-up run, with min and max.
+
+Traffic models (bytes; S = padded elements per rank, e = bytes per element, N ranks):
+
+* floor (the least memory traffic that produces the ring's end state in every rank's buffer):
+  reduce-scatter reads every element once and writes the N-1 partial sums of each chunk: (2N-1)·S·e at the
+  in-place-add rate; all-gather reads each chunk once and writes it N-1 times: N·S·e at the copy rate;
+  all-reduce reads and writes every element once: 2N·S·e at the in-place-add rate. STREAM rates count bytes
+  as STREAM does (copy: 2 per element, add a += b: 3) and use every core this process may use.
+* ring model (what a step-by-step in-place ring moves, the step mode's yardstick): each of the N-1 steps of
+  reduce-scatter reads two chunks and writes one per rank, 3(N-1)·S·e; all-gather copies, 2(N-1)·S·e.
+* bus bandwidth as nccl-tests reports it: S·e / time × (N-1)/N (RS, AG) or 2(N-1)/N (AR).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .dtypes import dtype_name, resolve_dtype
+from .execute import default_threads, run_schedule
+from .layout import ChunkLayout
+from .schedule import ADD, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+
+__all__ = ["Timing", "time_it", "stream_rates", "floor_bytes", "ring_model_bytes", "bus_factor", "numpy_loop",
+           "bench_collectives", "render", "register", "OPS"]
+
+OPS = {"reduce-scatter": ring_reduce_scatter, "all-gather": ring_all_gather, "all-reduce": ring_all_reduce}
+SHORT = {"reduce-scatter": "RS", "all-gather": "AG", "all-reduce": "AR"}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock samples in seconds."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    def as_dict(self) -> dict:
+        return {"median_s": self.median, "min_s": min(self.samples), "max_s": max(self.samples),
+                "samples_s": list(self.samples)}
+
+
+def time_it(fn, repeats: int, warmup: int = 1) -> Timing:
+    """Call ``fn`` ``warmup`` times untimed, then ``repeats`` times timed."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return Timing(tuple(samples))
+
+
+def _threaded(fn, parts: list[tuple[int, int]]) -> None:
+    workers = [threading.Thread(target=fn, args=p) for p in parts[1:]]
+    for w in workers:
+        w.start()
+    fn(*parts[0])
+    for w in workers:
+        w.join()
+
+
+def stream_rates(nbytes: int, repeats: int, threads: int) -> dict:
+    """STREAM-style copy (b = a) and in-place add (a += b) over two float32 arrays of ``nbytes`` in all, split
+    over ``threads`` threads (numpy releases the GIL). Returns timings and rates in bytes/s (STREAM's counting)."""
+    n = max(1, nbytes // 8)
+    a = np.full(n, 1e-3, dtype=np.float32)
+    b = np.full(n, 2e-3, dtype=np.float32)
+    cuts = np.linspace(0, n, threads + 1).astype(int)
+    parts = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+    copy = time_it(lambda: _threaded(lambda lo, hi: np.copyto(b[lo:hi], a[lo:hi]), parts), repeats)
+    add = time_it(lambda: _threaded(lambda lo, hi: np.add(a[lo:hi], b[lo:hi], out=a[lo:hi]), parts), repeats)
+    return {"array_bytes": 2 * a.nbytes, "threads": threads, "copy": copy, "add": add,
+            "copy_Bps": 2 * a.nbytes / copy.median, "add_Bps": 3 * a.nbytes / add.median}
+
+
+def floor_bytes(op: str, n: int, padded: int, itemsize: int) -> tuple[int, str]:
+    """(bytes, "add" or "copy"): the least traffic for ``op``'s end state and the STREAM rate it runs at."""
+    per_rank = padded * itemsize
+    return {"reduce-scatter": ((2 * n - 1) * per_rank, "add"), "all-gather": (n * per_rank, "copy"),
+            "all-reduce": (2 * n * per_rank, "add")}[op]
+
+
+def ring_model_bytes(op: str, n: int, padded: int, itemsize: int) -> int:
+    """Bytes a step-by-step in-place ring moves: 3(N-1)·S·e for RS, 2(N-1)·S·e for AG, their sum for AR."""
+    rs, ag = 3 * (n - 1) * padded * itemsize, 2 * (n - 1) * padded * itemsize
+    return {"reduce-scatter": rs, "all-gather": ag, "all-reduce": rs + ag}[op]
+
+
+def bus_factor(op: str, n: int) -> Fraction:
+    """nccl-tests' busbw / algbw: (N-1)/N for RS and AG, 2(N-1)/N for AR."""
+    return Fraction((2 if op == "all-reduce" else 1) * (n - 1), n)
+
+
+def numpy_loop(schedule, world: np.ndarray) -> None:
+    """The ring as a per-rank numpy loop: every transfer one ufunc call on whole chunks, in table order."""
+    chunk = world.shape[1] // schedule.n_chunks
+    for _, src, dst, c, op in schedule.table.tolist():
+        target, source = world[dst, c * chunk:(c + 1) * chunk], world[src, c * chunk:(c + 1) * chunk]
+        if op == ADD:
+            np.add(target, source, out=target)
+        else:
+            target[...] = source
+
+
+def bench_collectives(n: int, numel: int, dtype="fp32", ops=tuple(OPS), modes=("fused", "step"),
+                      numpy: bool = True, repeats: int = 5, threads: int | None = None) -> dict:
+    """Time ``ops`` on an (N, S) world of small random values (seed 0, scaled so repeated runs stay finite)."""
+    dt = resolve_dtype(dtype)
+    layout = ChunkLayout(numel, n)
+    world = np.empty((n, layout.padded_numel), dtype=dt)
+    world[...] = (np.random.default_rng(0).standard_normal(world.shape, dtype=np.float32) * 1e-3).astype(dt)
+    threads = threads or default_threads(world.nbytes)
+    stream = stream_rates(world.nbytes, repeats, threads)
+    rows = []
+    for op in ops:
+        schedule = OPS[op](n)
+        fbytes, rate = floor_bytes(op, n, layout.padded_numel, dt.itemsize)
+        floor_s = fbytes / stream[f"{rate}_Bps"]
+        impls = {f"ringemu-{m}": (lambda m=m: run_schedule(schedule, world, m, threads=threads)) for m in modes}
+        if numpy:
+            impls["numpy-loop"] = lambda: numpy_loop(schedule, world)
+        for name, fn in impls.items():
+            t = time_it(fn, repeats)
+            busbw = float(layout.padded_numel * dt.itemsize / t.median * bus_factor(op, n))
+            rows.append({"op": op, "impl": name, **t.as_dict(), "busbw_GBps": busbw / 1e9,
+                         "floor_s": floor_s, "x_floor": t.median / floor_s,
+                         "ring_model_GBps": ring_model_bytes(op, n, layout.padded_numel, dt.itemsize) / t.median / 1e9})
+    if numpy:  # same schedule, same order, same in-place updates: the loop must give ringemu's bits
+        for op in ops:
+            a = (np.arange(n * layout.padded_numel) % 7 - 3).astype(dt).reshape(world.shape)
+            b = a.copy()
+            run_schedule(OPS[op](n), a, "fused", threads=threads)
+            numpy_loop(OPS[op](n), b)
+            if a.tobytes() != b.tobytes():
+                raise AssertionError(f"numpy loop and ringemu differ on {op}")
+    return {"ranks": n, "numel": numel, "padded_numel": layout.padded_numel, "dtype": dtype_name(dt),
+            "world_bytes": world.nbytes, "repeats": repeats, "threads": threads,
+            "stream": {"array_bytes": stream["array_bytes"], "threads": threads,
+                       "copy": stream["copy"].as_dict(), "add": stream["add"].as_dict(),
+                       "copy_GBps": stream["copy_Bps"] / 1e9, "add_GBps": stream["add_Bps"] / 1e9},
+            "rows": rows}
+
+
+def render(result: dict) -> str:
+    """The benchmark as a text table: one row per (op, implementation)."""
+    s = result["stream"]
+    lines = [f"N = {result['ranks']}, S = {result['numel']:,} {result['dtype']} per rank "
+             f"(world {result['world_bytes'] / 2**20:,.0f} MiB), {result['repeats']} runs each, "
+             f"{result['threads']} thread(s)",
+             f"STREAM floor: copy {s['copy_GBps']:.1f} GB/s, in-place add {s['add_GBps']:.1f} GB/s",
+             f"{'op':<4} {'implementation':<15} {'median ms':>10} {'min':>8} {'max':>8} {'busbw GB/s':>11} "
+             f"{'× floor':>8} {'vs numpy':>9}"]
+    by_op = {}
+    for r in result["rows"]:
+        by_op.setdefault(r["op"], {})[r["impl"]] = r["median_s"]
+    for r in result["rows"]:
+        base = by_op[r["op"]].get("numpy-loop")
+        ratio = f"{base / r['median_s']:.2f}×" if base else "-"
+        lines.append(f"{SHORT[r['op']]:<4} {r['impl']:<15} {r['median_s'] * 1e3:>10.1f} {r['min_s'] * 1e3:>8.1f} "
+                     f"{r['max_s'] * 1e3:>8.1f} {r['busbw_GBps']:>11.2f} {r['x_floor']:>8.2f} {ratio:>9}")
+    lines.append("× floor: median over the time the STREAM rate needs for the op's least traffic; vs numpy: how "
+                 "many times faster than the numpy loop")
+    return "\n".join(lines)
+
+
+def cmd_bench(args) -> int:
+    for name in ("ranks", "log2_numel", "repeats"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    if args.log2_numel > 30:
+        raise ValueError(f"--log2-numel must be <= 30; got {args.log2_numel}")
+    n, log2, repeats = (4, 16, 3) if args.quick else (args.ranks, args.log2_numel, args.repeats)
+    result = bench_collectives(n, 2 ** log2, args.dtype, repeats=repeats)
+    print(json.dumps(result) if args.json else render(result))
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``bench`` to the ``ringemu`` dispatcher."""
+    p = subparsers.add_parser("bench", help="time the collectives against the memory-bandwidth floor and numpy")
+    p.add_argument("--ranks", type=int, default=8, help="number of ranks N (default 8)")
+    p.add_argument("--log2-numel", type=int, default=24, help="S = 2^this elements per rank (default 24)")
+    p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per case (default 5)")
+    p.add_argument("--quick", action="store_true", help="smoke run: N = 4, S = 2^16, 3 runs (about a second)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=cmd_bench)
