@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import bits_to_f32, f32_to_bits, f32_to_half, half_to_f32, jit
+from ._jit import bits_to_f32, f32_to_bits, f32_to_half, half_to_f32, jit, jit_inline, store_fence, stream_copy
 
 __all__ = [
     "f16_to_f32", "f32_to_f16", "bf16_to_f32", "f32_to_bf16", "copy_tile", "add_tile", "widen_tile",
@@ -39,7 +39,7 @@ _BAD_RANK, _BAD_CHUNK, _BAD_OP, _BAD_STEP, _SENDS_RECEIVED = 1, 2, 3, 4, 5
 
 
 # -- 16-bit <-> fp32 on the bits (IEEE 754-2008 binary16; bfloat16 = the top half of a binary32) ---------------
-@jit
+@jit_inline
 def f16_to_f32(h):
     """binary16 bits -> float32 (exact). NaN payloads are kept, not quieted (as numpy's conversion).
 
@@ -55,7 +55,7 @@ def f16_to_f32(h):
     return bits_to_f32(np.uint32(bits | sign))
 
 
-@jit
+@jit_inline
 def f32_to_f16(x):
     """float32 -> binary16 bits, round to nearest even, bit for bit as numpy's npy_floatbits_to_halfbits
     (overflow -> inf; NaN keeps its top 10 payload bits, forced non-zero). Branch-free (selects)."""
@@ -75,13 +75,13 @@ def f32_to_f16(x):
     return sign | r
 
 
-@jit
+@jit_inline
 def bf16_to_f32(h):
     """bfloat16 bits -> float32 (exact: the bits are the top half of the float32)."""
     return bits_to_f32(np.uint32(np.int64(h) << 16))
 
 
-@jit
+@jit_inline
 def f32_to_bf16(x):
     """float32 -> bfloat16 bits, round to nearest even; NaN -> quiet NaN 0x7FC0 with the sign kept (ml_dtypes).
     Branch-free (a select)."""
@@ -189,7 +189,16 @@ def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi,
 
     ``order`` lists the transfer rows sorted stably by chunk; chunk c's rows are
     ``order[chunk_bounds[c]:chunk_bounds[c + 1]]``. ``tile`` is in elements.
+
+    Within one tile, ``origin[r]`` names a rank whose tile still holds, unmodified since the tile began, the
+    values rank r now holds (r itself, or the rank a chain of COPYs started from), so reads go to a tile that is
+    in cache; a COPY into a rank whose tile this walk has not touched yet is written with streaming stores (it
+    would otherwise be read from memory only to be overwritten: all-gather's case).
     """
+    n_ranks = world.shape[0]
+    origin = np.arange(n_ranks)
+    touched = np.zeros(n_ranks, dtype=np.bool_)  # read or written in this tile
+    written = np.zeros(n_ranks, dtype=np.bool_)  # written in this tile
     for c in range(chunk_bounds.shape[0] - 1):
         first, last = chunk_bounds[c], chunk_bounds[c + 1]
         base = c * chunk
@@ -198,9 +207,25 @@ def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi,
             b = base + min(t0 + tile, hi)
             for j in range(first, last):
                 k = order[j]
-                target = world[dst[k], a:b]
-                source = world[src[k], a:b]
+                s, d = src[k], dst[k]
+                o = origin[s]
+                reader = o if not written[o] else s  # same values as rank s, in cache
+                target = world[d, a:b]
                 if op[k] == _COPY:
-                    copy_tile(target, source)
+                    if touched[d]:
+                        copy_tile(target, world[reader, a:b])
+                    else:
+                        stream_copy(target, world[reader, a:b])
+                    origin[d] = o if not written[o] else s
                 else:
-                    add_tile(target, source, wire)
+                    add_tile(target, world[reader, a:b], wire)
+                    origin[d] = d
+                touched[s] = touched[reader] = touched[d] = True
+                written[d] = True
+            for j in range(first, last):  # reset what this tile touched
+                k = order[j]
+                for r in (src[k], dst[k]):
+                    origin[r] = r
+                    touched[r] = False
+                    written[r] = False
+    store_fence()

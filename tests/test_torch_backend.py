@@ -88,7 +88,7 @@ def _float_world(n, per_rank):
 def test_float_sums_follow_gloo_order_not_the_ring(n):
     """Measured fact: gloo adds floats in its own ring order (gloo_order's model reproduces every bit), which for
     N >= 4 differs from ringemu's ring on many elements; its reduce-scatter is the slice of its all-reduce."""
-    numels = [n * 1000 + 3, 5 * n + 1, 2]
+    numels = [n * 1000 + 3, 5 * n + 1, 2] + ([3_000_001] if n == 4 else [])  # 12 MB fp32: above the 1 MiB cap
     per_rank = TorchWorld(n, timeout=120).run(_float_cases, 7, numels)
     for case, dtype, numel, world in _float_world(n, per_rank):
         gloo = gloo_ring_sum(world)
@@ -123,6 +123,10 @@ def test_gloo_chunk_bounds_examples():
     # 7 fp32 on 3 ranks: 28 B / 6 -> 5 -> 8 B = 2 elements; 6 segments, 2 per chunk: chunks of 4, the last empty
     assert gloo_chunk_bounds(7, 3, 4) == [(0, 4), (4, 7), (7, 7)]
     assert gloo_chunk_bounds(0, 3, 2) == [(0, 0)] * 3
+    # 5,000,003 bf16 on 4 ranks: 10,000,006 B needs ceil(/1 MiB) = 10 segments -> roundUp(4) = 12 segments of
+    # ceil(10,000,006 / 12) = 833,334 B; 3 per chunk = 2,500,002 B = 1,250,001 elements (not 1,250,002)
+    assert gloo_chunk_bounds(5_000_003, 4, 2) == [(0, 1_250_001), (1_250_001, 2_500_002), (2_500_002, 3_750_003),
+                                                  (3_750_003, 5_000_003)]
 
 
 # -- failures: reported, and no rank process left behind ----------------------------------------------------------

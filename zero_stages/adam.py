@@ -4,10 +4,10 @@ Adam is elementwise, which is what makes ZeRO's sharding possible (ZeRO §5.1: r
 the update of element j needs only grad[j], m[j], v[j] and master[j].
 
 Operation order: that of ``torch.optim.Adam(foreach=False)`` on the CPU in fp32 (``torch/optim/adam.py``,
-``_single_tensor_adam``, non-capturable branch), down to the roundings of ATen's CPU kernels (torch 2.13,
-AVX-512 and AVX2 builds, whose vectorized loops use fused multiply-adds and whose scalar tails are contracted
-to the same FMAs by the compiler). Each line below names the torch call and the kernel formula it runs;
-``fma(a, b, c)`` is a·b + c rounded once to fp32:
+``_single_tensor_adam``, non-capturable branch), down to the roundings of ATen's CPU kernels (torch 2.13 with
+its AVX-512 kernels, as measured on this machine: the vectorized loops use fused multiply-adds, and the
+scalar tails round the same way, as lengths 1, 31 and 33 show; a CPU without FMA would round differently). Each line
+below names the torch call and the kernel formula it runs; ``fma(a, b, c)`` is a·b + c rounded once to fp32:
 
     weight decay, coupled:   g = fma(master, wd, g)            # grad.add(param, alpha=wd): fmadd(other, alpha, self)
     weight decay, decoupled: master = master * f32(1 - lr·wd)   # param.mul_(1 - lr * wd)

@@ -5,15 +5,13 @@ is a ring too, but not ringemu's ring:
 
 * it runs the other way round: each rank sends to rank − 1 and receives from rank + 1, so chunk c is added as
   ``((x[c-1] + x[c-2]) + ...) + x[c]`` (ringemu: ``((x[c+1] + x[c+2]) + ...) + x[c]``);
-* its chunks are not ``ceil(S/N)`` elements: the buffer is cut into segments of ``roundUp(ceil(bytes / 2N),
-  itemsize)`` bytes, their count rounded up to a multiple of N (at least 2N), and chunk c is the c-th run of
-  ``segments / N`` consecutive segments. (The 1 MiB segment cap declared in ``gloo/allreduce.h`` does not
-  show in what torch 2.13 computes.)
+* its chunks are not ``ceil(S/N)`` elements. The buffer is cut into ``segments = roundUp(max(ceil(bytes /
+  1 MiB), 2N), N)`` segments of ``roundUp(ceil(bytes / segments), itemsize)`` bytes each (at least two per rank,
+  none above gloo's 1 MiB ``kMaxSegmentSize`` before rounding), and chunk c is the c-th run of ``segments / N``
+  consecutive segments.
 
-Scope, measured against torch 2.13 gloo on this machine: bit for bit on every element for buffers up to 3
-million elements (fp32 3,000,001 at N = 3; bf16 3,000,003 at N = 4; fp32, bf16 and fp16 at N = 3..8 below).
-At 5 million elements (bf16 and fp32, N = 4) gloo places chunk boundaries differently; this model then
-differs on the elements near the boundaries only.
+Scope, measured against torch 2.13's gloo on this machine: every element bit for bit, fp32 / bf16 / fp16, N = 3 to
+8, from 1 element up to 5,000,003 fp32 (20 MB) and 7,000,001 fp16 elements, below and above the segment cap.
 
 For N = 2 and N = 3 the two chains are the same additions (a + b = b + a exactly; for N = 3, c-1 = c+2 and
 c-2 = c+1), so only elements between the two chunk boundaries can differ. For N ≥ 4 they differ on a share
@@ -30,22 +28,26 @@ import numpy as np
 from ..dtypes import resolve_dtype
 from ..reference import hop_add
 
-__all__ = ["gloo_chunk_bounds", "gloo_ring_sum"]
+__all__ = ["gloo_chunk_bounds", "gloo_ring_sum", "GLOO_MAX_SEGMENT_BYTES"]
+
+GLOO_MAX_SEGMENT_BYTES = 1 << 20  # AllreduceOptions kMaxSegmentSize, gloo/allreduce.h
 
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def gloo_chunk_bounds(numel: int, n_ranks: int, itemsize: int) -> list[tuple[int, int]]:
+def gloo_chunk_bounds(numel: int, n_ranks: int, itemsize: int,
+                      max_segment_bytes: int = GLOO_MAX_SEGMENT_BYTES) -> list[tuple[int, int]]:
     """Element range [start, stop) of every rank's chunk in gloo's ring all-reduce (module doc)."""
     total = numel * itemsize
     if total == 0:
         return [(0, 0)] * n_ranks
     if n_ranks == 1:
         return [(0, numel)]
-    segment = _round_up(-(-total // (2 * n_ranks)), itemsize)  # bytes; >= 2 segments per chunk
-    segments = _round_up(max(-(-total // segment), 2 * n_ranks), n_ranks)
+    max_segment = itemsize * (max_segment_bytes // itemsize)
+    segments = _round_up(max(-(-total // max_segment), 2 * n_ranks), n_ranks)  # >= 2 per rank, N | segments
+    segment = _round_up(-(-total // segments), itemsize)  # bytes
     chunk = segments // n_ranks * segment // itemsize  # elements per chunk
     return [(min(numel, c * chunk), min(numel, (c + 1) * chunk)) for c in range(n_ranks)]
 

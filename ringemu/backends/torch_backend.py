@@ -69,7 +69,9 @@ class TorchCommunicator:
 
     ``group`` is a process group (None: the default group, which must be initialised). ``ledger`` records every
     call under its label from the ring schedules (modelled traffic). ``algorithm`` is ``"native"`` or ``"ring"``
-    (module doc). Every rank must make the same calls in the same order, as on any real engine.
+    (module doc). Every rank must make the same calls in the same order, as on any real engine. Unlike the
+    emulator, an integer sum that overflows its dtype is not detected (each rank sees only its own buffer; the
+    engine wraps around).
     """
 
     traffic_source = "modelled"  # the ledger counts the ring schedule, not the bytes the engine sent

@@ -123,7 +123,11 @@ class TorchWorld:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0; got {timeout!r}")
-        from .torch_backend import ALGORITHMS
+        try:
+            from .torch_backend import ALGORITHMS
+        except ModuleNotFoundError as exc:  # torch is the optional extra ringemu[torch]
+            raise ValueError(f"the torch backend needs torch ({exc}); install it with pip install "
+                             f"'ringemu[torch]'") from exc
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
         methods = multiprocessing.get_all_start_methods()
