@@ -183,12 +183,13 @@ def run_steps(world, src, dst, chunk_of, op, chunk, lo, hi, wire):
 
 
 @jit
-def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi, tile, wire):
+def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi, tile, copy_only_tile, wire):
     """Same result as :func:`run_steps` on [lo, hi): chunk by chunk, tile by tile, each chunk's transfers in
     table order.
 
     ``order`` lists the transfer rows sorted stably by chunk; chunk c's rows are
-    ``order[chunk_bounds[c]:chunk_bounds[c + 1]]``. ``tile`` is in elements.
+    ``order[chunk_bounds[c]:chunk_bounds[c + 1]]``. ``tile`` is in elements; chunks whose transfers are all
+    COPYs use ``copy_only_tile`` (their destinations do not occupy the cache, so larger tiles amortise more).
 
     Within one tile, ``origin[r]`` names a rank whose tile still holds, unmodified since the tile began, the
     values rank r now holds (r itself, or the rank a chain of COPYs started from), so reads go to a tile that is
@@ -202,9 +203,13 @@ def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi,
     for c in range(chunk_bounds.shape[0] - 1):
         first, last = chunk_bounds[c], chunk_bounds[c + 1]
         base = c * chunk
-        for t0 in range(lo, hi, tile):
+        step = copy_only_tile
+        for j in range(first, last):
+            if op[order[j]] != _COPY:
+                step = tile
+        for t0 in range(lo, hi, step):
             a = base + t0
-            b = base + min(t0 + tile, hi)
+            b = base + min(t0 + step, hi)
             for j in range(first, last):
                 k = order[j]
                 s, d = src[k], dst[k]

@@ -48,7 +48,13 @@ def register(subparsers) -> None:
     z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
                    help="default: dynamic for fp16, none for bf16")
     z.add_argument("--init-scale", type=float, default=2.0 ** 16, help="initial (or static) loss scale")
-    z.add_argument("--backend", choices=BACKENDS, default="emulator")
+    z.add_argument("--backend", choices=BACKENDS, default="emulator",
+                   help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
+    z.add_argument("--torch-algorithm", choices=("ring", "native"), default="ring",
+                   help="torch backend: ringemu's ring schedule over send/recv (default; the emulator's summation "
+                        "order), or the engine's own collectives (gloo's order)")
+    z.add_argument("--timeout", type=float, default=300.0, help="torch backend: seconds before a stage's run is "
+                   "declared hung and its processes are killed")
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
@@ -100,12 +106,31 @@ def _print_stage(report: StageReport, info: dict) -> None:
               f"padding {t['padding_elements_per_rank'][0]}){'  [not in the total]' if label == 'overflow_check' else ''}")
 
 
+def _torch_command(args, units, scaling) -> int:
+    from ringemu.backends.torch_zero import run_zero_on_torch  # torch is an optional extra
+    out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
+                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm)
+    ok = all(e["parity_with_dp"] and e["parity_with_emulator"] is not False for e in out["stages"])
+    if args.json:
+        print(json.dumps(out))
+        return 0 if ok else 1
+    print(f"torch.distributed ({out['torch_backend']}, {out['algorithm']} collectives), {out['ranks']} processes, "
+          f"{args.grads} gradients, Ψ = {out['psi']}, {out['steps']} steps, {out['dtype']}")
+    print(f"{'stage':<6} {'parity with DP':>15} {'parity with emulator':>21} {'sent B/rank':>14} {'ratio to DP':>12}")
+    for e in out["stages"]:
+        print(f"{e['name']:<6} {'yes' if e['parity_with_dp'] else 'NO':>15} "
+              f"{'yes' if e['parity_with_emulator'] else 'NO':>21} {max(e['traffic_sent_bytes_per_rank']):>14,} "
+              f"{str(e['traffic_ratio_to_dp']):>12}")
+    print(f"traffic: {out['traffic_source']}")
+    return 0 if ok else 1
+
+
 def zero_command(args) -> int:
-    if args.backend != "emulator":
-        raise ValueError("--backend torch is not wired into `ringemu zero` yet; use --backend emulator")
     units = _unit_list(args.units) if args.units else None
-    stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
     scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
+    if args.backend == "torch":
+        return _torch_command(args, units, scaling)
+    stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
     reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling)
                for s in stages}
     dp = reports["dp"]
