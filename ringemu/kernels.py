@@ -92,14 +92,14 @@ def f32_to_bf16(x):
 
 
 # -- tiles: equal-length 1-D views, 0-based loops ----------------------------------------------------------------
-@jit
+@jit_inline
 def copy_tile(dst, src):
     """dst[:] = src (a COPY transfer)."""
     for i in range(dst.shape[0]):
         dst[i] = src[i]
 
 
-@jit
+@jit_inline
 def add_tile(dst, src, wire):
     """dst[:] = dst + src in the wire arithmetic (an ADD transfer; the receiver's value is the left operand)."""
     n = dst.shape[0]
@@ -166,24 +166,29 @@ def check_and_count(step, src, dst, chunk_of, op, n_ranks, n_chunks, n_steps, ch
 
 
 @jit
-def run_steps(world, src, dst, chunk_of, op, chunk, lo, hi, wire):
+def run_steps(world, src, dst, chunk_of, op, chunk, lo, hi, streaming, wire):
     """Apply every transfer in table order, each on elements [lo, hi) of its chunk.
 
     Elements are independent, so disjoint [lo, hi) slabs may run concurrently (one call per thread) and
-    together equal one call on [0, chunk).
+    together equal one call on [0, chunk). If ``streaming``, copies use streaming stores (for worlds too large to
+    stay in cache until the next step reads them).
     """
     for k in range(src.shape[0]):
         base = chunk_of[k] * chunk
         target = world[dst[k], base + lo:base + hi]
         source = world[src[k], base + lo:base + hi]
-        if op[k] == _COPY:
-            copy_tile(target, source)
-        else:
+        if op[k] != _COPY:
             add_tile(target, source, wire)
+        elif streaming:
+            stream_copy(target, source)
+        else:
+            copy_tile(target, source)
+    store_fence()
 
 
 @jit
-def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi, tile, copy_only_tile, wire):
+def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi, tile, copy_only_tile, streaming,
+              wire):
     """Same result as :func:`run_steps` on [lo, hi): chunk by chunk, tile by tile, each chunk's transfers in
     table order.
 
@@ -193,8 +198,8 @@ def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi,
 
     Within one tile, ``origin[r]`` names a rank whose tile still holds, unmodified since the tile began, the
     values rank r now holds (r itself, or the rank a chain of COPYs started from), so reads go to a tile that is
-    in cache; a COPY into a rank whose tile this walk has not touched yet is written with streaming stores (it
-    would otherwise be read from memory only to be overwritten: all-gather's case).
+    in cache; if ``streaming``, a COPY into a rank whose tile this walk has not touched yet is written with
+    streaming stores (it would otherwise be read from memory only to be overwritten: all-gather's case).
     """
     n_ranks = world.shape[0]
     origin = np.arange(n_ranks)
@@ -217,7 +222,7 @@ def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi,
                 reader = o if not written[o] else s  # same values as rank s, in cache
                 target = world[d, a:b]
                 if op[k] == _COPY:
-                    if touched[d]:
+                    if touched[d] or not streaming:
                         copy_tile(target, world[reader, a:b])
                     else:
                         stream_copy(target, world[reader, a:b])
