@@ -1,8 +1,8 @@
 """The claim IDs of ``claims.md``, pinned in the package, and a reader of ``claims.md`` itself.
 
-The catalog must hold exactly these IDs (plus statements outside claims.md, prefixed ``X``); the tests compare
-both the pinned list and the live ``claims.md`` (``../shared/claims.md`` from the repository root) with it, so
-the report does not depend on that path at run time.
+The catalog must hold exactly these IDs (plus statements outside claims.md, prefixed ``X``). ``claims.md`` ships
+inside the package (``proofs/claims.md``, package data); the tests compare the catalog's IDs with the IDs of
+that copy, so nothing outside the repository is read.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ _ROW = re.compile(r"^\|\s*([A-Z]\d+)\s*\|", re.MULTILINE)
 
 
 def claims_md_path() -> Path:
-    """Where the shared claims.md lives: ``../shared/claims.md`` relative to the repository root."""
-    return Path(__file__).resolve().parents[1].parent / "shared" / "claims.md"
+    """The claims list shipped with the package: ``proofs/claims.md``."""
+    return Path(__file__).resolve().with_name("claims.md")
 
 
 def read_claim_ids(text: str) -> list[str]:

@@ -23,12 +23,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
-__all__ = ["Rule", "Decimals", "Exactly", "About", "Stated", "Between", "AllEqual", "FormulaOfN",
-           "round_half_up", "parse_number", "decimal_str", "GB", "GIB", "MIB"]
+from ringemu.units import GB, GIB, MIB, round_half_up  # GB = 10^9 B, the lesson's GB (数字口径: GB = 10⁹ 字节)
 
-GB = 10 ** 9    # bytes; the lesson's GB (数字口径: GB = 10⁹ 字节)
-GIB = 2 ** 30   # bytes
-MIB = 2 ** 20   # bytes
+__all__ = ["Rule", "Decimals", "Exactly", "About", "Stated", "Between", "AllEqual", "FormulaOfN", "Percent",
+           "round_half_up", "parse_number", "decimal_str", "GB", "GIB", "MIB"]
 
 _NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 
@@ -39,14 +37,6 @@ def parse_number(text: str) -> Fraction:
     if match is None:
         raise ValueError(f"printed value {text!r} contains no number")
     return Fraction(match.group().replace(",", ""))
-
-
-def round_half_up(value: Fraction, places: int) -> Fraction:
-    """``value`` rounded to ``places`` decimals, ties away from zero, in exact arithmetic."""
-    scale = Fraction(10) ** places
-    scaled = abs(Fraction(value)) * scale
-    rounded = (scaled + Fraction(1, 2)).__floor__()
-    return (rounded if value >= 0 else -rounded) / scale
 
 
 def decimal_str(value: Fraction, digits: int = 15) -> str:
@@ -114,9 +104,6 @@ class Decimals(Rule):
 def Percent(places: int) -> Decimals:  # noqa: N802 - a rule constructor
     """Percent with ``places`` decimals."""
     return Decimals(places, Fraction(1, 100), "%")
-
-
-__all__.append("Percent")
 
 
 @dataclass(frozen=True)

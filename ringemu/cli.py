@@ -8,6 +8,8 @@ import argparse
 import importlib
 import sys
 
+from .backends.emulator import RankFailure
+
 __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 
 # module that defines register(subparsers) for each group of subcommands (imported lazily at parse time)
@@ -43,9 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:  # bad input, bad path: one line, exit 2
         print(f"ringemu: error: {exc}", file=sys.stderr)
         return 2
+    except (RankFailure, MemoryError) as exc:  # a run that failed: one line, exit 1
+        print(f"ringemu: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         sys.stderr.close()
         return 0

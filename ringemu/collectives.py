@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from .dtypes import resolve_dtype
-from .execute import run_schedule
+from .execute import MODES, run_schedule
 from .layout import ChunkLayout
 from .ledger import CommLedger
 from .schedule import Schedule, naive_reduce_broadcast, ring_all_gather, ring_all_reduce, \
@@ -83,6 +83,12 @@ def _padded(world: np.ndarray, layout: ChunkLayout) -> np.ndarray:
 
 def _run(schedule: Schedule, layout: ChunkLayout, dtype, padded: np.ndarray | None,
          ledger: CommLedger | None, label: str, mode: str) -> None:
+    if mode not in MODES:  # checked here too, so size-only calls reject what real ones would
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    if ledger is not None and not isinstance(ledger, CommLedger):
+        raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str; got {label!r}")
     if ledger is not None:
         ledger.record(schedule, layout, dtype, label, size_only=padded is None)
     if padded is not None:

@@ -27,11 +27,11 @@ from .ledger import CommLedger
 from .schedule import SCHEDULES, check_n_ranks
 from .testing import shards_of
 from .trace import trace_collective
+from .units import GB, format_gb
 from .virtual import VirtualBuffer
 
 __all__ = ["register", "cmd_demo", "cmd_run", "cmd_trace", "cmd_count", "run_collective", "count_collective"]
 
-GB = 10 ** 9  # the lesson's GB: 10^9 bytes
 MAX_RUN_ELEMENTS = 2 ** 28  # N·S for `run` (real data): 1 GiB of fp32 inputs, plus padded copy and outputs
 MAX_COUNT_RANKS = 4096  # `count` walks the real schedule: 2N(N-1) transfers of 40 B each = 1.3 GB at N = 4096
 _RUN = {"reduce-scatter": collectives.reduce_scatter, "all-gather": collectives.all_gather,
@@ -96,7 +96,7 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
     layout, ledger = ChunkLayout(s, n), CommLedger()
     if op == "all-gather":
         shards = shards_of(inputs)
-        expected = np.concatenate([x.astype(wide) for x in shards]) if n else np.zeros(0, wide)
+        expected = np.concatenate([x.astype(wide) for x in shards])
         outputs = list(collectives.all_gather(shards, ledger=ledger, mode=mode))
     else:
         expected = np.sum(inputs.astype(wide), axis=0)
@@ -219,7 +219,7 @@ def cmd_demo(args) -> int:
                     and np.array_equal(trace.final[:, :s], result))
     if args.json:
         print(json.dumps({"ranks": n, "numel": s, "dtype": "int32", "seed": args.seed, "verified": verified,
-                          "result": result[0].tolist() if n else [], "direct_sum": direct.tolist(),
+                          "result": result[0].tolist(), "direct_sum": direct.tolist(),
                           "traffic": _summary(ledger), "trace": trace.as_dict()}))
         return 0 if verified else 1
     print(f"Ring all-reduce on {n} ranks = reduce-scatter ({n - 1} steps) then all-gather ({n - 1} steps).")
@@ -231,7 +231,7 @@ def cmd_demo(args) -> int:
     chunk = ChunkLayout(s, n).chunk_size
     print(f"closed form: each rank sends 2(N-1)·ceil(S/N) = 2·{n - 1}·{chunk} = {2 * (n - 1) * chunk} elements, "
           f"about 2(N-1)/N of its buffer")
-    print(f"\nresult on every rank: {result[0].tolist() if n else []}")
+    print(f"\nresult on every rank: {result[0].tolist()}")
     print(f"direct sum (numpy):   {direct.tolist()}")
     print("equal on every rank: " + ("yes" if verified else "NO"))
     return 0 if verified else 1
@@ -249,7 +249,7 @@ def _summary(ledger: CommLedger) -> dict:
 
 def _gb(nbytes: int) -> str:
     """`` (97.2 GB)`` for sizes of at least 0.1 GB (rounded once, exactly, as the lesson prints); else empty."""
-    return f" ({float(round(Fraction(nbytes, GB), 1)):,.1f} GB)" if nbytes >= GB // 10 else ""
+    return f" ({format_gb(nbytes)} GB)" if nbytes >= GB // 10 else ""
 
 
 def _traffic_lines(ledger: CommLedger) -> list[str]:

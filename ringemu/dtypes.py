@@ -26,7 +26,9 @@ ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp
 
 def resolve_dtype(dtype: object) -> np.dtype:
     """A supported ``np.dtype`` from a name (``fp16``, ``float16``, ...) or a dtype; else a clear ValueError."""
-    if isinstance(dtype, str):
+    if dtype is None:
+        pass  # np.dtype(None) would silently mean float64
+    elif isinstance(dtype, str):
         key = ALIASES.get(dtype.lower(), dtype.lower())
         if key in DTYPES:
             return DTYPES[key]

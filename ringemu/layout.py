@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ChunkLayout", "check_numel"]
+__all__ = ["ChunkLayout", "check_numel", "MAX_NUMEL"]
+
+MAX_NUMEL = 2 ** 63 - 1  # offsets and counts are aggregated in int64 arrays
 
 
 def check_numel(numel: object, name: str = "numel") -> int:
@@ -20,6 +22,8 @@ def check_numel(numel: object, name: str = "numel") -> int:
         raise TypeError(f"{name} must be an integer >= 0, got {numel!r} ({type(numel).__name__})")
     if numel < 0:
         raise ValueError(f"{name} must be an integer >= 0, got {numel}")
+    if numel > MAX_NUMEL:
+        raise ValueError(f"{name} must be below 2**63 (counts are aggregated in int64), got {numel}")
     return operator.index(numel)
 
 
@@ -32,8 +36,10 @@ class ChunkLayout:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "numel", check_numel(self.numel))
-        if isinstance(self.n_chunks, bool) or not isinstance(self.n_chunks, (int, np.integer)) or self.n_chunks < 1:
-            raise ValueError(f"n_chunks must be an integer >= 1, got {self.n_chunks!r}")
+        if isinstance(self.n_chunks, bool) or not isinstance(self.n_chunks, (int, np.integer)):
+            raise TypeError(f"n_chunks must be an integer >= 1, got {self.n_chunks!r} ({type(self.n_chunks).__name__})")
+        if not 1 <= self.n_chunks <= MAX_NUMEL:
+            raise ValueError(f"n_chunks must be an integer >= 1 and < 2**63, got {self.n_chunks}")
         object.__setattr__(self, "n_chunks", operator.index(self.n_chunks))
 
     @property

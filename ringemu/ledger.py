@@ -71,22 +71,25 @@ class CollectiveRecord:
     size_only: bool = False
 
     @cached_property
-    def _payload_per_transfer(self) -> np.ndarray:
-        return self.layout.payloads()[self.schedule.table[:, 3]]
+    def _padding_per_transfer(self) -> np.ndarray:
+        # padding, not payload, is summed in int64: a buffer's padding is < n_chunks elements, so these sums
+        # stay small, while summed payloads could pass 2^63 for S near the int64 limit
+        padding = self.layout.chunk_size - self.layout.payloads()
+        return padding[self.schedule.table[:, 3]]
 
-    def _traffic(self, count: np.ndarray, payload: np.ndarray) -> list[Traffic]:
+    def _traffic(self, count: np.ndarray, padding: np.ndarray) -> list[Traffic]:
         chunk, item = self.layout.chunk_size, self.itemsize
         out = []
-        for messages, pay in zip(count.tolist(), payload.tolist()):
+        for messages, pad in zip(count.tolist(), padding.tolist()):  # Python ints from here on
             elements = messages * chunk
-            out.append(Traffic(messages, elements, elements * item, elements - pay, (elements - pay) * item))
+            out.append(Traffic(messages, elements, elements * item, pad, pad * item))
         return out
 
     def _by(self, key: np.ndarray, size: int) -> list[Traffic]:
         count = np.bincount(key, minlength=size)
-        payload = np.zeros(size, dtype=np.int64)
-        np.add.at(payload, key, self._payload_per_transfer)
-        return self._traffic(count, payload)
+        padding = np.zeros(size, dtype=np.int64)
+        np.add.at(padding, key, self._padding_per_transfer)
+        return self._traffic(count, padding)
 
     @cached_property
     def sent(self) -> list[Traffic]:
@@ -127,6 +130,17 @@ class CollectiveRecord:
     @cached_property
     def total(self) -> Traffic:
         return sum(self.sent, Traffic())
+
+
+def _exact(value, name: str) -> Fraction:
+    """An exact rational from an int, Fraction or decimal string; floats and bools are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, Fraction, str)):
+        raise TypeError(f"{name} must be an int, a fractions.Fraction or a decimal string such as '50e9' "
+                        f"(floats are not exact); got {value!r} ({type(value).__name__})")
+    try:
+        return Fraction(int(value) if isinstance(value, np.integer) else value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number; got {value!r}") from None
 
 
 @dataclass
@@ -214,15 +228,16 @@ class CommLedger:
         busiest = max(sum(r.sent[k].elements for r in recs) for k in range(self.n_ranks))
         return Fraction(busiest, buffer)
 
-    def alpha_beta_time(self, bandwidth: int | float | Fraction, latency: int | float | Fraction = 0,
+    def alpha_beta_time(self, bandwidth: int | Fraction | str, latency: int | Fraction | str = 0,
                         label=None) -> Fraction:
         """Seconds under the α-β model: each step costs ``latency`` plus its busiest link's bytes over
-        ``bandwidth`` (bytes/s, per link and direction); steps run one after another.
+        ``bandwidth`` (bytes/s, per link and direction); steps run one after another. Both are exact numbers:
+        ints, Fractions or decimal strings (``"1e-6"``); floats are refused, since 1e-6 is not 10^-6 in binary.
 
         With zero latency, ring all-reduce takes exactly (bytes each rank sends) / bandwidth: the lesson's
         97.2 GB at 50 GB/s = 1.94 s (claim C6).
         """
-        beta, alpha = Fraction(bandwidth), Fraction(latency)
+        beta, alpha = _exact(bandwidth, "bandwidth"), _exact(latency, "latency")
         if beta <= 0 or alpha < 0:
             raise ValueError(f"bandwidth must be > 0 and latency >= 0; got {bandwidth!r}, {latency!r}")
         return sum((alpha + Fraction(b) / beta for r in self.select(label) for b in r.max_link_bytes_per_step),

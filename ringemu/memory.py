@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .layout import check_numel
 from .schedule import check_n_ranks
 
 __all__ = ["CATEGORIES", "MODEL_STATE_CATEGORIES", "MemoryLedger"]
@@ -54,9 +55,7 @@ class MemoryLedger:
         self._check(rank, category)
         if name in self._live[rank]:
             raise ValueError(f"rank {rank} already holds a buffer named {name!r}; free it first")
-        if int(nbytes) != nbytes or nbytes < 0:
-            raise ValueError(f"nbytes must be an integer >= 0; got {nbytes!r}")
-        nbytes = int(nbytes)
+        nbytes = check_numel(nbytes, "nbytes")
         self._live[rank][name] = (category, nbytes)
         cur = self._current[rank]
         cur[category] += nbytes
@@ -70,9 +69,6 @@ class MemoryLedger:
         except KeyError:
             raise ValueError(f"rank {rank} holds no buffer named {name!r}") from None
         self._current[rank][category] -= nbytes
-
-    def holds(self, rank: int, name: str) -> bool:
-        return name in self._live[rank]
 
     def current(self, rank: int, category: str | None = None) -> int:
         """Bytes ``rank`` holds now, in one category or in all."""

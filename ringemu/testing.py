@@ -221,10 +221,13 @@ def _compare_traffic(op: str, ledger: CommLedger, sent, unit: str, count_padding
     per_rank = ledger.per_rank()
     want = [getattr(t.sent, unit) - (0 if count_padding else getattr(t.sent, f"padding_{unit}")) for t in per_rank]
     try:
-        got = [int(x) for x in sent]
+        got = list(sent)
     except TypeError:
-        raise AssertionError(f"{op}: sent must be a sequence of {len(want)} integers, one per rank; "
-                             f"got {type(sent).__name__}") from None
+        got = None
+    if got is None or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in got):
+        raise AssertionError(f"{op}: sent must be a sequence of {len(want)} integers, one per rank "
+                             f"(counts are exact); got {sent!r}")
+    got = [int(x) for x in got]
     if len(got) != len(want):
         raise AssertionError(f"{op}: sent has {len(got)} entries; expected one per rank ({len(want)})")
     for r, (w, g) in enumerate(zip(want, got)):

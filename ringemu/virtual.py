@@ -26,7 +26,9 @@ class VirtualBuffer:
     def __init__(self, shape, dtype) -> None:
         dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         for d in dims:
-            if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+                raise TypeError(f"VirtualBuffer shape must be non-negative integers, got {shape!r}")
+            if d < 0:
                 raise ValueError(f"VirtualBuffer shape must be non-negative integers, got {shape!r}")
         object.__setattr__(self, "shape", tuple(operator.index(d) for d in dims))
         object.__setattr__(self, "dtype", resolve_dtype(dtype))

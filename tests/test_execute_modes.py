@@ -1,9 +1,11 @@
 """run_schedule's contract: three modes, one result; bad input is refused clearly; the JIT switch and the
 numba cache location behave as ringemu._jit documents."""
+import json
 import os
 import shutil
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -191,3 +193,31 @@ def test_read_only_package_caches_in_user_cache_dir(tmp_path):
     second = run_python(code, env, cwd=tmp_path).splitlines()
     assert second[1] == "3.0 1"  # loaded from the user-wide cache
 
+
+
+def test_bench_traffic_models():
+    # Example: N = 8, S = 2^24 fp32 (the benchmark's main case), from the formulas in ringemu.bench_command's
+    # docstring: floor RS (2N-1)·S·e, AG N·S·e, AR 2N·S·e; ring model RS 3(N-1)·S·e, AG 2(N-1)·S·e.
+    from ringemu.bench_command import bus_factor, floor_bytes, ring_model_bytes
+
+    s, e = 2 ** 24, 4
+    assert floor_bytes("reduce-scatter", 8, s, e) == (15 * s * e, "add")
+    assert floor_bytes("all-gather", 8, s, e) == (8 * s * e, "copy")
+    assert floor_bytes("all-reduce", 8, s, e) == (16 * s * e, "add")
+    assert ring_model_bytes("reduce-scatter", 8, s, e) == 21 * s * e
+    assert ring_model_bytes("all-reduce", 8, s, e) == 35 * s * e
+    assert (bus_factor("all-reduce", 8), bus_factor("all-gather", 8)) == (Fraction(7, 4), Fraction(7, 8))
+
+
+def test_bench_command_quick_json(capsys):
+    # `ringemu bench --quick --json`: every op has fused, step and numpy rows (the numpy loop's bits were
+    # checked against ringemu inside the run); no timing is asserted.
+    from ringemu.cli import main
+
+    assert main(["bench", "--quick", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {(r["op"], r["impl"]) for r in out["rows"]} == {
+        (op, impl) for op in ("reduce-scatter", "all-gather", "all-reduce")
+        for impl in ("ringemu-fused", "ringemu-step", "numpy-loop")}
+    assert all(r["min_s"] <= r["median_s"] <= r["max_s"] for r in out["rows"])
+    assert main(["bench", "--ranks", "0"]) == 2

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 from ringemu.blocks import integer_blocks
 from ringemu.dtypes import DTYPES
-from ringemu.execute import STREAMING_BYTES, run_schedule
+from ringemu.execute import run_schedule
 from ringemu.layout import ChunkLayout
 from ringemu.ledger import CommLedger
 from ringemu.schedule import SCHEDULES, naive_reduce_broadcast, ring_all_gather, ring_all_reduce, \

@@ -46,7 +46,7 @@ def test_example_13_over_5():
 @pytest.mark.parametrize("numel, n, error, match", [(-1, 4, ValueError, "numel must be an integer >= 0"),
                                                     (2.5, 4, TypeError, "numel must be an integer"),
                                                     (4, 0, ValueError, "n_chunks must be an integer >= 1"),
-                                                    (4, 1.0, ValueError, "n_chunks must be an integer >= 1")])
+                                                    (4, 1.0, TypeError, "n_chunks must be an integer >= 1")])
 def test_bad_layouts(numel, n, error, match):
     with pytest.raises(error, match=match):
         ChunkLayout(numel, n)

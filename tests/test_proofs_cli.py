@@ -38,7 +38,7 @@ def test_prove_json_every_checkable_claim_passes(full_report):
 def test_prove_json_carries_exact_fractions(full_report):
     _, report = full_report
     m2 = next(c for c in report["claims"] if c["id"] == "M2")
-    # ZeRO §5.1 with Ψ = 27,781,427,952, N = 8: 16Ψ, 4Ψ + 12Ψ/8, 2Ψ + 14Ψ/8, 16Ψ/8 bytes (issue figures)
+    # ZeRO §5.1 with Ψ = 27,781,427,952, N = 8: 16Ψ, 4Ψ + 12Ψ/8, 2Ψ + 14Ψ/8, 16Ψ/8 bytes (the lesson's figures)
     expected = [16 * PSI_ANCHOR, 4 * PSI_ANCHOR + 12 * PSI_ANCHOR // 8, 2 * PSI_ANCHOR + 14 * PSI_ANCHOR // 8,
                 16 * PSI_ANCHOR // 8]
     assert [int(v["fraction"]) for v in m2["exact"]] == expected == [444_502_847_232, 152_797_853_736,

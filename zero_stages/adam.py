@@ -27,6 +27,10 @@ elementwise and independent of array length or position. ``AdamConfig(sqrt="torc
 for that one operation; with it this step equals ``torch.optim.Adam(foreach=False)`` bit for bit (master, m, v).
 With the default ``sqrt="numpy"`` m and v still match bit for bit and master differs only where the two square
 roots differ.
+
+Two implementations of the same step: :func:`adam_step_reference` (numpy, written as the formulas above, the
+oracle) and the compiled one-pass kernel of :mod:`zero_stages._adam_kernel`, which :func:`adam_step` uses for
+``sqrt="numpy"`` when the JIT is on; they agree bit for bit (``tests/test_adam_kernel.py``).
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AdamConfig", "adam_step", "fma32", "SQRT_IMPLEMENTATIONS"]
+__all__ = ["AdamConfig", "adam_step", "adam_step_reference", "kernel_constants", "fma32", "SQRT_IMPLEMENTATIONS"]
 
 SQRT_IMPLEMENTATIONS = ("numpy", "torch")  # np.sqrt (correctly rounded) or torch.sqrt (MKL VML, 0.55 ulp)
 
@@ -111,26 +115,61 @@ def _sqrt(x: np.ndarray, how: str) -> np.ndarray:
 _BLOCK = 1 << 15  # elements per block; fp64 temporaries stay in cache (2^24 elements: 2.9 s unblocked, 0.17 s)
 
 
-def adam_step(master: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, step: int,
-              config: AdamConfig = AdamConfig()) -> None:
-    """Update ``master``, ``m`` and ``v`` (1-D fp32, same length as ``grad``) in place; ``step`` counts from 1.
-
-    ``grad`` is not modified. The result equals ``torch.optim.Adam(foreach=False)`` (or ``AdamW`` when
-    ``config.decoupled``) on the CPU bit for bit, given ``config.sqrt == "torch"`` (module doc). The update is
-    elementwise, so it is computed block by block; blocks change no bits.
-    """
+def _check_args(master, grad, m, v, step) -> None:
     for name, a in (("master", master), ("grad", grad), ("m", m), ("v", v)):
         if not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.ndim != 1 or a.shape != grad.shape:
             raise TypeError(f"adam_step: {name} must be a 1-D float32 array of length {grad.shape}")
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
         raise ValueError(f"adam_step: step must be an integer counting from 1; got {step!r}")
-    c = config
-    bias_correction1 = 1 - c.beta1 ** int(step)  # Python float arithmetic (fp64), as torch does
+
+
+def _bias_corrections(c: AdamConfig, step: int) -> tuple[float, float]:
+    """(step_size, sqrt(bias_correction2)) in Python floats (fp64), as torch computes them."""
+    bias_correction1 = 1 - c.beta1 ** int(step)
     bias_correction2 = 1 - c.beta2 ** int(step)
-    step_size = c.lr / bias_correction1
+    return c.lr / bias_correction1, bias_correction2 ** 0.5
+
+
+def kernel_constants(config: AdamConfig, step: int) -> tuple:
+    """The per-step scalars of the compiled kernels, each rounded to fp32 exactly where the reference rounds it:
+    (has_wd, decoupled, wd, decay, lerp_small, w, w - 1, beta2, 1 - beta2, sqrt(bc2), eps, -step_size)."""
+    c, f32 = config, np.float32
+    step_size, bc2_sqrt = _bias_corrections(c, step)
+    weight = f32(1 - c.beta1)
+    return (bool(c.weight_decay), bool(c.decoupled), f32(c.weight_decay), f32(1 - c.lr * c.weight_decay),
+            bool(abs(weight) < 0.5), weight, weight - f32(1), f32(c.beta2), f32(1 - c.beta2), f32(bc2_sqrt),
+            f32(c.eps), f32(-step_size))
+
+
+def adam_step(master: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, step: int,
+              config: AdamConfig = AdamConfig()) -> None:
+    """Update ``master``, ``m`` and ``v`` (1-D fp32, same length as ``grad``) in place; ``step`` counts from 1.
+
+    ``grad`` is not modified. The result is :func:`adam_step_reference`'s bit for bit; it is computed by the
+    compiled kernel when the JIT is on and ``config.sqrt == "numpy"``, else by the reference itself.
+    """
+    _check_args(master, grad, m, v, step)
+    from ringemu._jit import JIT_ENABLED
+    if not JIT_ENABLED or config.sqrt != "numpy":
+        adam_step_reference(master, grad, m, v, step, config)
+        return
+    from ._adam_kernel import adam_kernel
+    adam_kernel(master, grad, m, v, *kernel_constants(config, step))
+
+
+def adam_step_reference(master: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, step: int,
+                        config: AdamConfig = AdamConfig()) -> None:
+    """The numpy reference of :func:`adam_step` (same contract). The result equals
+    ``torch.optim.Adam(foreach=False)`` (or ``AdamW`` when ``config.decoupled``) on the CPU bit for bit, given
+    ``config.sqrt == "torch"`` (module doc). The update is elementwise, so it is computed block by block; blocks
+    change no bits.
+    """
+    _check_args(master, grad, m, v, step)
+    c = config
+    step_size, bc2_sqrt = _bias_corrections(c, step)
     for lo in range(0, grad.shape[0], _BLOCK):
         part = slice(lo, lo + _BLOCK)
-        _update(master[part], grad[part], m[part], v[part], c, step_size, bias_correction2 ** 0.5)
+        _update(master[part], grad[part], m[part], v[part], c, step_size, bc2_sqrt)
 
 
 def _update(master, g, m, v, c: AdamConfig, step_size: float, bias_correction2_sqrt: float) -> None:

@@ -12,7 +12,6 @@ import numpy as np
 from ringemu.backends.emulator import EmulatedWorld
 from ringemu.blocks import value_bound
 from ringemu.dtypes import dtype_name
-from ringemu.layout import check_numel
 from ringemu.ledger import CommLedger
 from ringemu.memory import MemoryLedger
 from ringemu.schedule import check_n_ranks
@@ -20,7 +19,7 @@ from ringemu.schedule import check_n_ranks
 from . import dp, zero1, zero2, zero3
 from .adam import AdamConfig
 from .closed_forms import STAGES, check_stage
-from .flat import FlatParams, check_psi, check_unit_sizes
+from .flat import FlatParams, check_psi, check_size, check_unit_sizes
 from .job import Job
 from .model import MLP, default_width
 from .precision import LossScaling, check_wire_dtype, default_loss_scaling
@@ -28,11 +27,12 @@ from .report import StageReport, build_report
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
 __all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_only", "run_job", "training_job",
-           "size_only_job", "MAX_SIZE_ONLY_RANKS"]
+           "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS"]
 
 RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
 DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
 MAX_SIZE_ONLY_RANKS = 1024  # each counted collective walks its N·(N−1)-transfer schedule; the lesson's largest N
+MAX_TRAINING_RANKS = 1024  # one thread (or process) per rank, each holding its own model states; the lesson's largest N
 
 
 def _rank_function(stage):
@@ -77,7 +77,7 @@ def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activat
         raise ValueError("give exactly one of psi (a parameter count) and unit_sizes (a list of unit sizes)")
     units = (check_psi(psi),) if unit_sizes is None else check_unit_sizes(unit_sizes)
     wire = check_wire_dtype(wire_dtype)
-    act = check_numel(activation_bytes, "activation_bytes")
+    act = check_size(activation_bytes, "activation_bytes", minimum=0)
     return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, act), AdamConfig(),
                loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False)
 
@@ -97,8 +97,15 @@ def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", 
 def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
                  micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
                  loss_scaling: LossScaling | None = None, record_history: bool = True) -> Job:
-    """The :class:`Job` of :func:`train` (the same arguments), e.g. to run the stages on another Communicator."""
+    """The :class:`Job` of :func:`train` (the same arguments), e.g. to run the stages on another Communicator.
+
+    Every argument is checked here: ``n_ranks`` in [1, MAX_TRAINING_RANKS], ``steps`` and ``seed`` integers >= 0,
+    and for ``grads="blocks"`` that exact integer blocks exist for N ranks (:func:`ringemu.blocks.value_bound`).
+    """
     n = check_n_ranks(n_ranks)
+    if n > MAX_TRAINING_RANKS:
+        raise ValueError(f"n_ranks must be at most {MAX_TRAINING_RANKS} for training runs (one thread or process "
+                         f"per rank, each holding its own model states); got {n}")
     steps = _check_count(steps, "steps", 0)
     seed = _check_count(seed, "seed", 0)
     wire = check_wire_dtype(wire_dtype)

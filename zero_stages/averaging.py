@@ -18,14 +18,38 @@ import numpy as np
 
 from ringemu.virtual import VirtualBuffer, is_virtual
 
-__all__ = ["average_gradient"]
+__all__ = ["average_gradient", "average_gradient_reference", "wire_kind"]
+
+
+def wire_kind(dtype) -> int | None:
+    """The compiled kernels' code of a 16-bit type (:data:`zero_stages._adam_kernel.BF16` or ``FP16``), or None
+    for a dtype they do not take (the numpy reference is used then). Imports no numba."""
+    from ringemu.dtypes import dtype_name
+    try:
+        name = dtype_name(np.dtype(dtype))
+    except (TypeError, ValueError):
+        return None
+    return {"bf16": 0, "fp16": 1}.get(name)
 
 
 def average_gradient(reduced16, n_ranks: int, loss_scale: float = 1.0):
     """fp32 mean gradient from a reduced (summed) 16-bit gradient: ``fp32(sum16) / fp32(n_ranks · loss_scale)``.
 
-    Size-only input gives a size-only fp32 result of the same length.
+    Size-only input gives a size-only fp32 result of the same length. Bit for bit
+    :func:`average_gradient_reference`; a 1-D bf16/fp16 array goes through the compiled kernel when the JIT is on.
     """
     if is_virtual(reduced16):
         return VirtualBuffer(reduced16.shape, np.float32)
+    from ringemu._jit import JIT_ENABLED
+    kind = wire_kind(reduced16.dtype)
+    if not JIT_ENABLED or kind is None or reduced16.ndim != 1:
+        return average_gradient_reference(reduced16, n_ranks, loss_scale)
+    from ._adam_kernel import average_kernel
+    out = np.empty(reduced16.shape, np.float32)
+    average_kernel(reduced16.view(np.uint16), kind, np.float32(n_ranks * loss_scale), out)
+    return out
+
+
+def average_gradient_reference(reduced16, n_ranks: int, loss_scale: float = 1.0):
+    """The numpy reference of :func:`average_gradient` (real arrays only)."""
     return reduced16.astype(np.float32) / np.float32(n_ranks * loss_scale)

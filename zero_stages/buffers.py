@@ -58,10 +58,20 @@ def write(dst, src) -> None:
 
 
 def cast(src, dtype):
-    """``src`` converted to ``dtype`` (round to nearest even); size-only stays size-only."""
+    """``src`` converted to ``dtype`` (round to nearest even); size-only stays size-only. fp32 -> bf16/fp16 of a
+    1-D array runs the compiled kernel when the JIT is on (the same bits as ``astype``)."""
     if is_virtual(src):
         return VirtualBuffer(src.shape, dtype)
-    return src.astype(dtype)
+    from ringemu._jit import JIT_ENABLED
+
+    from .averaging import wire_kind
+    kind = wire_kind(dtype)
+    if not JIT_ENABLED or kind is None or src.dtype != np.float32 or src.ndim != 1:
+        return src.astype(dtype)
+    from ._adam_kernel import cast16_kernel
+    out = np.empty(src.shape, dtype)
+    cast16_kernel(src, kind, out.view(np.uint16))
+    return out
 
 
 def snapshot(buffer):

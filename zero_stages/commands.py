@@ -1,90 +1,127 @@
 """``ringemu zero`` (train every stage, check parity with DP) and ``ringemu memory`` (size-only table).
 
-GB = 10^9 bytes, printed with one decimal as the lesson prints them; JSON carries the exact integers.
+GB = 10^9 bytes, printed with one decimal rounded half-up as the lesson prints them
+(:func:`ringemu.units.format_gb`); JSON carries the exact integers. Every flag is checked as it is parsed, so a
+bad value is reported under the flag's own name (``--ranks``, ``--params``, ...), in one line, with exit 2.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import math
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from .api import DEFAULT_UNIT_SIZES, run_size_only, train
+from ringemu.blocks import EXACT_LIMITS
+from ringemu.units import GB, format_gb
+
+from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, run_size_only, train
 from .closed_forms import STAGES
+from .flat import MAX_NUMEL
 from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
-from .report import StageReport, parity_mismatches
+from .report import StageReport, stage_json
 from .workload import GRADIENT_SOURCES
 
-__all__ = ["register", "zero_command", "memory_command", "BACKENDS"]
+__all__ = ["register", "zero_command", "memory_command", "BACKENDS", "NO_RATIO"]
 
 BACKENDS = ("emulator", "torch")
-GB = 10 ** 9
+NO_RATIO = "n/a (DP sends nothing)"  # printed when DP sends no elements (N = 1, or --steps 0)
 
 
-def _gb(nbytes) -> str:
-    return f"{float(Fraction(nbytes) / GB):,.1f}"
+def _integer(minimum: int, maximum: int | None = None):
+    """An argparse ``type``: an integer in [minimum, maximum]; argparse names the flag in the error."""
+    allowed = f"an integer >= {minimum}" + ("" if maximum is None else f" and <= {maximum}")
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {value}")
+        return value
+
+    return parse
+
+
+def _positive(what: str):
+    """An argparse ``type``: a finite number > 0 (``what`` names it in the error: "number of seconds")."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"must be a finite {what} > 0; got {text!r}")
+        return value
+
+    return parse
+
+
+def _positive_decimal(text: str) -> Decimal:
+    """An argparse ``type``: a finite decimal number > 0 (kept exact: ``80``, ``40.5``, ``1e3``)."""
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        value = Decimal("NaN")
+    if not (value.is_finite() and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite decimal number of GB > 0; got {text!r}")
+    return value
 
 
 def _unit_list(text: str) -> list[int]:
+    """An argparse ``type``: comma-separated integers >= 1 summing to at most 2^63 - 1."""
+    allowed = "comma-separated integers >= 1"
     try:
-        return [int(x) for x in text.split(",")]
+        sizes = [int(x) for x in text.split(",")]
     except ValueError:
-        raise ValueError(f"--units must be comma-separated integers >= 1; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}") from None
+    if any(x < 1 for x in sizes):
+        raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
+    if sum(sizes) > MAX_NUMEL:
+        raise argparse.ArgumentTypeError(f"must sum to at most 2^63 - 1 = {MAX_NUMEL}; got {sum(sizes)}")
+    return sizes
 
 
-def _ratio(a: int, b: int) -> str | None:
-    return str(Fraction(a, b)) if b else None
+def _ratio_text(ratio: str | None) -> str:
+    return NO_RATIO if ratio is None else ratio
 
 
 def register(subparsers) -> None:
     z = subparsers.add_parser("zero", help="train DP / ZeRO-1 / ZeRO-2 / ZeRO-3 on N emulated ranks; parity with DP")
     z.add_argument("--stage", choices=(*STAGES, "all"), default="all")
-    z.add_argument("--ranks", type=int, required=True, help="N, the data-parallel degree")
-    z.add_argument("--steps", type=int, default=3)
+    z.add_argument("--ranks", type=_integer(1, MAX_TRAINING_RANKS), required=True,
+                   help=f"N, the data-parallel degree (1 to {MAX_TRAINING_RANKS})")
+    z.add_argument("--steps", type=_integer(0), default=3)
     z.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16", help="16-bit weight and gradient type")
-    z.add_argument("--seed", type=int, default=0)
+    z.add_argument("--seed", type=_integer(0), default=0)
     z.add_argument("--grads", choices=GRADIENT_SOURCES, default="model",
                    help="gradients from the MLP, or fixed-seed integer blocks")
-    z.add_argument("--units", type=str, default=None,
+    z.add_argument("--units", type=_unit_list, default=None,
                    help=f"unit sizes, comma-separated (default {','.join(map(str, DEFAULT_UNIT_SIZES))})")
     z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
                    help="default: dynamic for fp16, none for bf16")
-    z.add_argument("--init-scale", type=float, default=2.0 ** 16, help="initial (or static) loss scale")
+    z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16, help="initial (or static) loss scale")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
     z.add_argument("--torch-algorithm", choices=("ring", "native"), default="ring",
                    help="torch backend: ringemu's ring schedule over send/recv (default; the emulator's summation "
                         "order), or the engine's own collectives (gloo's order)")
-    z.add_argument("--timeout", type=float, default=300.0, help="torch backend: seconds before a stage's run is "
+    z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0, help="torch backend: seconds before a stage's run is "
                    "declared hung and its processes are killed")
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
     m = subparsers.add_parser("memory", help="size-only model-state memory and traffic per rank of the four stages")
-    m.add_argument("--params", type=int, required=True, help="Ψ, the parameter count")
-    m.add_argument("--ranks", type=int, required=True, help="N, the data-parallel degree")
-    m.add_argument("--gpu-gb", type=float, default=80.0, help="card memory in GB (10^9 B); default 80")
+    m.add_argument("--params", type=_integer(1, MAX_NUMEL), required=True, help="Ψ, the parameter count")
+    m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
+                   help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
+    m.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80),
+                   help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
     m.add_argument("--json", action="store_true")
     m.set_defaults(handler=memory_command)
-
-
-def _stage_json(report: StageReport, dp: StageReport) -> dict:
-    mismatches = parity_mismatches(report, dp)
-    return {
-        "name": report.name,
-        "parity_with_dp": not mismatches,
-        "parity_mismatches": mismatches,
-        "model_state_bytes_per_rank": report.model_state_bytes_per_rank,
-        "model_state_padding_bytes_per_rank": report.model_state_padding_bytes_per_rank,
-        "peak_bytes_per_rank": report.peak_bytes_per_rank,
-        "activation_peak_bytes_per_rank": report.activation_peak_bytes_per_rank,
-        "traffic_sent_bytes_per_rank": report.traffic_sent_bytes_per_rank,
-        "traffic_sent_elements_per_rank": report.traffic_sent_elements_per_rank,
-        "traffic_ratio_to_dp": _ratio(report.traffic_sent_elements_per_rank[0], dp.traffic_sent_elements_per_rank[0]),
-        "traffic_by_label": report.traffic_by_label,
-        "memory_by_category": report.memory_by_category(),
-        "skipped_steps": report.skipped_steps,
-        "loss_scales": report.loss_scales,
-    }
 
 
 def _print_stage(report: StageReport, info: dict) -> None:
@@ -98,7 +135,8 @@ def _print_stage(report: StageReport, info: dict) -> None:
         row = info["memory_by_category"][r]
         cells = "  ".join(f"{row[c]['current']:>6}/{row[c]['peak']:<6}" for c in cats)
         print(f"{r:>4}  {cells}  {report.peak_bytes_per_rank[r]:>11}")
-    print(f"traffic sent per rank over {report.steps} step(s), ratio to DP {info['traffic_ratio_to_dp']}")
+    print(f"traffic sent per rank over {report.steps} step(s), ratio to DP "
+          f"{_ratio_text(info['traffic_ratio_to_dp'])}")
     for label, t in report.traffic_by_label.items():
         per = t["sent_bytes_per_rank"]
         shown = f"{per[0]} B" if len(set(per)) == 1 else f"{per} B"
@@ -120,13 +158,22 @@ def _torch_command(args, units, scaling) -> int:
     for e in out["stages"]:
         print(f"{e['name']:<6} {'yes' if e['parity_with_dp'] else 'NO':>15} "
               f"{'yes' if e['parity_with_emulator'] else 'NO':>21} {max(e['traffic_sent_bytes_per_rank']):>14,} "
-              f"{str(e['traffic_ratio_to_dp']):>12}")
+              f"{_ratio_text(e['traffic_ratio_to_dp']):>12}")
     print(f"traffic: {out['traffic_source']}")
     return 0 if ok else 1
 
 
+def _check_blocks(args) -> None:
+    """``--grads blocks`` needs every sum over N ranks exact in the wire dtype (:mod:`ringemu.blocks`)."""
+    limit = EXACT_LIMITS[args.dtype]
+    if args.grads == "blocks" and args.ranks > limit:
+        raise ValueError(f"--ranks must be at most {limit} with --grads blocks --dtype {args.dtype} (integer "
+                         f"sums over N ranks stay exact in {args.dtype} only up to {limit}); got {args.ranks}")
+
+
 def zero_command(args) -> int:
-    units = _unit_list(args.units) if args.units else None
+    _check_blocks(args)
+    units = args.units
     scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
     if args.backend == "torch":
         return _torch_command(args, units, scaling)
@@ -135,7 +182,7 @@ def zero_command(args) -> int:
                for s in stages}
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
-    infos = {s: _stage_json(reports[s], dp) for s in shown}
+    infos = {s: stage_json(reports[s], dp) for s in shown}
     out = {"ranks": dp.n_ranks, "steps": dp.steps, "dtype": dp.wire_dtype, "seed": args.seed, "grads": args.grads,
            "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "stages": [infos[s] for s in shown]}
     if args.json:
@@ -149,9 +196,7 @@ def zero_command(args) -> int:
 
 
 def memory_command(args) -> int:
-    if not args.gpu_gb > 0:
-        raise ValueError(f"--gpu-gb must be > 0; got {args.gpu_gb}")
-    card = Fraction(str(args.gpu_gb)) * GB
+    card = Fraction(args.gpu_gb) * GB  # bytes, exact
     rows = []
     for s in STAGES:
         rep = run_size_only(s, args.ranks, psi=args.params, wire_dtype=args.dtype)
@@ -160,17 +205,18 @@ def memory_command(args) -> int:
             "name": s,
             "model_state_bytes_per_rank": rep.model_state_bytes_per_rank,
             "model_state_padding_bytes_per_rank": rep.model_state_padding_bytes_per_rank,
-            "model_state_gb": _gb(worst),
+            "model_state_gb": format_gb(worst),
             "traffic_sent_bytes_per_rank": rep.traffic_sent_bytes_per_rank,
             "traffic_sent_elements_per_rank": rep.traffic_sent_elements_per_rank,
-            "traffic_gb": _gb(max(rep.traffic_sent_bytes_per_rank)),
+            "traffic_gb": format_gb(max(rep.traffic_sent_bytes_per_rank)),
             "fits": worst <= card,
         })
-    out = {"params": args.params, "ranks": args.ranks, "gpu_gb": args.gpu_gb, "dtype": args.dtype, "stages": rows}
+    out = {"params": args.params, "ranks": args.ranks, "gpu_gb": f"{args.gpu_gb:f}", "dtype": args.dtype,
+           "stages": rows}
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"Ψ = {args.params:,} parameters, N = {args.ranks} ranks, {args.dtype}, card {args.gpu_gb:g} GB "
+    print(f"Ψ = {args.params:,} parameters, N = {args.ranks} ranks, {args.dtype}, card {args.gpu_gb:f} GB "
           f"(GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
     print(f"{'stage':<6} {'model states B/rank':>22} {'GB':>8} {'padding B':>10} {'fits':>5} "
           f"{'traffic B/rank/step':>22} {'GB':>7}")

@@ -19,20 +19,29 @@ import numpy as np
 from ringemu.layout import ChunkLayout
 from ringemu.schedule import check_n_ranks
 
-__all__ = ["FlatParams", "check_unit_sizes", "check_psi"]
+__all__ = ["FlatParams", "check_unit_sizes", "check_psi", "check_size", "MAX_NUMEL"]
+
+MAX_NUMEL = 2 ** 63 - 1  # largest element count: shard maps are computed in int64 (numpy), which holds < 2^63
+
+
+def check_size(value: object, name: str, minimum: int = 1) -> int:
+    """``value`` as an int, or a clear error unless it is an integer with ``minimum <= value <= MAX_NUMEL``."""
+    what = f"{name} must be an integer >= {minimum} and <= 2^63 - 1 = {MAX_NUMEL}"
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what}; got {value!r} ({type(value).__name__})")
+    if not minimum <= value <= MAX_NUMEL:
+        raise ValueError(f"{what}; got {value}")
+    return operator.index(value)
 
 
 def check_psi(psi: object) -> int:
-    """Ψ as an int, or a clear error unless it is an integer >= 1."""
-    if isinstance(psi, bool) or not isinstance(psi, (int, np.integer)):
-        raise TypeError(f"psi must be an integer >= 1 (a parameter count); got {psi!r} ({type(psi).__name__})")
-    if psi < 1:
-        raise ValueError(f"psi must be an integer >= 1 (a parameter count); got {psi}")
-    return operator.index(psi)
+    """Ψ as an int, or a clear error unless it is an integer in [1, 2^63 - 1] (a parameter count)."""
+    return check_size(psi, "psi")
 
 
 def check_unit_sizes(unit_sizes: object) -> tuple[int, ...]:
-    """Unit sizes as a tuple of ints, or a clear error unless it is a non-empty sequence of integers >= 1."""
+    """Unit sizes as a tuple of ints, or a clear error unless it is a non-empty sequence of integers >= 1 whose
+    sum Ψ is at most ``MAX_NUMEL`` (2^63 - 1)."""
     if isinstance(unit_sizes, (str, bytes)) or not hasattr(unit_sizes, "__iter__"):
         raise TypeError(f"unit_sizes must be a non-empty list of integers >= 1; got {unit_sizes!r}")
     sizes = list(unit_sizes)
@@ -41,7 +50,10 @@ def check_unit_sizes(unit_sizes: object) -> tuple[int, ...]:
     for i, s in enumerate(sizes):
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
             raise ValueError(f"unit_sizes must be integers >= 1; unit {i} is {s!r}")
-    return tuple(operator.index(s) for s in sizes)
+    out = tuple(operator.index(s) for s in sizes)
+    if sum(out) > MAX_NUMEL:
+        raise ValueError(f"unit_sizes must sum to at most 2^63 - 1 = {MAX_NUMEL} parameters; got {sum(out)}")
+    return out
 
 
 @dataclass(frozen=True)

@@ -75,9 +75,22 @@ class MLP:
         t = rng.standard_normal((self.micro_batch, self.width), dtype=np.float32)
         return x, t
 
+    def _entries(self, w16: np.ndarray) -> np.ndarray:
+        """The w² + w fp32 layer entries, entry j = p[j mod S_u] (one compiled pass for a 16-bit w16)."""
+        from ringemu._jit import JIT_ENABLED
+
+        from .averaging import wire_kind
+        kind = wire_kind(w16.dtype)
+        if not JIT_ENABLED or kind is None or w16.ndim != 1:
+            return np.resize(w16.astype(np.float32), self.entries)
+        from ._adam_kernel import expand16_kernel
+        entries = np.empty(self.entries, np.float32)
+        expand16_kernel(w16.view(np.uint16), kind, entries)
+        return entries
+
     def _layer(self, w16: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         w = self.width
-        entries = np.resize(w16.astype(np.float32), self.entries)  # entry j = p[j mod S_u]
+        entries = self._entries(w16)
         return entries[:w * w].reshape(w, w), entries[w * w:]
 
     def forward_unit(self, unit: int, w16: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -90,14 +103,33 @@ class MLP:
                       need_dx: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         """(fp32 gradient of the unit's S_u parameters, gradient of the input or None) given the saved input
         ``x``, the saved output ``y`` and the output gradient ``dy``."""
-        W, _ = self._layer(w16)
         dh = dy * (np.float32(1) - y * y) if unit < len(self.unit_sizes) - 1 else dy
-        entries = np.concatenate([(dh.T @ x).ravel(), dh.sum(axis=0)])
-        return self._fold(entries, self.unit_sizes[unit]), (dh @ W if need_dx else None)
+        dx = None
+        if need_dx:
+            W, _ = self._layer(w16)
+            dx = dh @ W
+        return self._entry_gradient_folded(dh, x, self.unit_sizes[unit]), dx
+
+    def _entry_gradient_folded(self, dh: np.ndarray, x: np.ndarray, size: int) -> np.ndarray:
+        """The entries' gradient [dhᵀ·x, Σ_rows dh] folded onto ``size`` parameters, as :meth:`_fold` of it, with
+        no concatenated or padded copy: dhᵀ·x is written in place (the same sgemm call, so the same bits)."""
+        w, n_entries = self.width, self.entries
+        rows = -(-n_entries // size)
+        buf = np.empty(rows * size, dtype=np.float32)
+        np.matmul(dh.T, x, out=buf[:w * w].reshape(w, w))
+        buf[w * w:n_entries] = dh.sum(axis=0)
+        out = buf[:size]
+        for k in range(1, rows):  # fixed order: the same bits on every rank and in every stage
+            lo = k * size
+            real = min(size, n_entries - lo)  # entries of row k; the rest of the row is padding (+0.0)
+            out[:real] += buf[lo:lo + real]
+            out[real:] += np.float32(0)  # x + (+0) is x, except that -0 becomes +0, as in _fold
+        return out
 
     @staticmethod
     def _fold(entries: np.ndarray, size: int) -> np.ndarray:
-        """Sum the gradients of tied entries onto the parameters: g[i] = Σ_k entries[i + k·size], k ascending."""
+        """Sum the gradients of tied entries onto the parameters: g[i] = Σ_k entries[i + k·size], k ascending.
+        (The reference of :meth:`_entry_gradient_folded`.)"""
         rows = -(-entries.size // size)
         padded = np.zeros(rows * size, dtype=np.float32)
         padded[:entries.size] = entries

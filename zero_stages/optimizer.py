@@ -9,6 +9,14 @@ One update of one unit (:meth:`OptimizerShard.update`): the reduced 16-bit gradi
 fp32 (:func:`~zero_stages.averaging.average_gradient`, the only place the 1/N happens), Adam updates master,
 m and v in place, and :meth:`weights16` rounds the new master to the 16-bit type. The transient fp32 gradient
 (4 B per element of the part) is recorded as ``comm_buffer``.
+
+Speed: with the JIT on, numpy square roots (``AdamConfig.sqrt == "numpy"``) and a bf16/fp16 gradient, the
+average, the Adam update and the 16-bit rounding of the new master run as one compiled pass
+(:func:`zero_stages._adam_kernel.fused_update_kernel`, GIL released) and :meth:`weights16` hands out the
+16-bit weights that pass produced. The bits are those of the three reference steps in sequence. The pass
+writes into two buffers per unit kept from step to step (the fp32 gradient it returns and the 16-bit weights),
+so that a step touches no freshly mapped memory (page faults of 8 threads at once cost more than the pass);
+the returned gradient is therefore valid until the next update of the same unit.
 """
 from __future__ import annotations
 
@@ -16,8 +24,8 @@ import numpy as np
 
 from ringemu.virtual import is_virtual
 
-from .adam import AdamConfig, adam_step
-from .averaging import average_gradient
+from .adam import AdamConfig, adam_step, kernel_constants
+from .averaging import average_gradient, wire_kind
 from .buffers import cast, part, write
 
 __all__ = ["OptimizerShard"]
@@ -30,6 +38,8 @@ class OptimizerShard:
     def __init__(self, arena, parts: list[slice], alloc_numel: list[int], init, config: AdamConfig):
         self.arena, self.parts, self.config = arena, list(parts), config
         self.step_count = 0  # applied steps; skipped (overflow) steps do not count
+        self._fresh16: dict[int, np.ndarray] = {}  # unit -> 16-bit rounding of its new master, from the fused pass
+        self._scratch: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # unit -> (fp32 gradient, 16-bit weights)
         self.master, self.m, self.v = [], [], []
         for u, (sl, numel) in enumerate(zip(self.parts, alloc_numel)):
             pad = numel - (sl.stop - sl.start)
@@ -57,15 +67,41 @@ class OptimizerShard:
         Returns the fp32 averaged gradient."""
         name = f"grad32[{unit}]"
         self.arena.alloc(name, "comm_buffer", self.length(unit), np.float32)
-        grad32 = average_gradient(reduced16, n_ranks, loss_scale)  # the 1/N (and 1/scale): one place
-        if not is_virtual(grad32) and grad32.size:
-            adam_step(self.payload(self.master, unit), grad32, self.payload(self.m, unit),
-                      self.payload(self.v, unit), self.step_count, self.config)
+        self._fresh16.pop(unit, None)
+        if self._fusable(reduced16):
+            grad32 = self._fused_update(unit, reduced16, n_ranks, loss_scale)
+        else:
+            grad32 = average_gradient(reduced16, n_ranks, loss_scale)  # the 1/N (and 1/scale): one place
+            if not is_virtual(grad32) and grad32.size:
+                adam_step(self.payload(self.master, unit), grad32, self.payload(self.m, unit),
+                          self.payload(self.v, unit), self.step_count, self.config)
         self.arena.free(name)
+        return grad32
+
+    def _fusable(self, reduced16) -> bool:
+        if is_virtual(reduced16) or self.config.sqrt != "numpy" or reduced16.ndim != 1 or not reduced16.size:
+            return False
+        from ringemu._jit import JIT_ENABLED
+        return JIT_ENABLED and wire_kind(reduced16.dtype) is not None
+
+    def _fused_update(self, unit: int, reduced16: np.ndarray, n_ranks: int, loss_scale: float) -> np.ndarray:
+        """average_gradient, adam_step and weights16 of ``unit`` in one compiled pass (same bits)."""
+        from ._adam_kernel import fused_update_kernel
+        grad32, fresh16 = self._scratch.get(unit, (None, None))
+        if grad32 is None or grad32.shape != reduced16.shape or fresh16.dtype != reduced16.dtype:
+            grad32, fresh16 = np.empty(reduced16.shape, np.float32), np.empty(reduced16.shape, reduced16.dtype)
+            self._scratch[unit] = grad32, fresh16
+        fused_update_kernel(reduced16.view(np.uint16), wire_kind(reduced16.dtype), np.float32(n_ranks * loss_scale),
+                            self.payload(self.master, unit), self.payload(self.m, unit), self.payload(self.v, unit),
+                            grad32, fresh16.view(np.uint16), *kernel_constants(self.config, self.step_count))
+        self._fresh16[unit] = fresh16
         return grad32
 
     def weights16(self, unit: int, dtype):
         """This part of unit's master weights rounded to the 16-bit type."""
+        fresh = self._fresh16.pop(unit, None)
+        if fresh is not None and fresh.dtype == np.dtype(dtype):
+            return fresh
         return cast(self.payload(self.master, unit), dtype)
 
     def pieces(self, store: list) -> list[tuple[int, int, object]]:

@@ -8,6 +8,7 @@ the run's steps; padding is included, as the ring sends whole chunks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -16,7 +17,8 @@ from ringemu.memory import MemoryLedger
 
 from .flat import FlatParams
 
-__all__ = ["StageReport", "parity_with_dp", "parity_mismatches", "build_report", "OVERFLOW_LABEL"]
+__all__ = ["StageReport", "parity_with_dp", "parity_mismatches", "build_report", "traffic_ratio", "stage_json",
+           "OVERFLOW_LABEL"]
 
 OVERFLOW_LABEL = "overflow_check"
 _STATES = ("weights16", "master", "m", "v")
@@ -175,3 +177,32 @@ def parity_with_dp(report: StageReport, dp_report: StageReport) -> bool:
     """True if ``report`` equals ``dp_report`` bit for bit: final 16-bit weights (every rank's and gathered),
     fp32 master, m, v, and after every recorded step the same plus the averaged gradient (lesson claim M11)."""
     return not parity_mismatches(report, dp_report)
+
+
+def traffic_ratio(report: StageReport, dp_report: StageReport) -> str | None:
+    """Elements rank 0 sent in ``report`` over those it sent in ``dp_report``, as an exact fraction ("3/2");
+    None when DP sends nothing (N = 1, or no steps)."""
+    a, b = report.traffic_sent_elements_per_rank[0], dp_report.traffic_sent_elements_per_rank[0]
+    return str(Fraction(a, b)) if b else None
+
+
+def stage_json(report: StageReport, dp_report: StageReport) -> dict:
+    """The JSON-ready summary of one stage's run, as ``ringemu zero --json`` prints it: parity with DP, memory
+    and traffic per rank (exact integers), the traffic ratio to DP, and the loss-scaling history."""
+    mismatches = parity_mismatches(report, dp_report)
+    return {
+        "name": report.name,
+        "parity_with_dp": not mismatches,
+        "parity_mismatches": mismatches,
+        "model_state_bytes_per_rank": report.model_state_bytes_per_rank,
+        "model_state_padding_bytes_per_rank": report.model_state_padding_bytes_per_rank,
+        "peak_bytes_per_rank": report.peak_bytes_per_rank,
+        "activation_peak_bytes_per_rank": report.activation_peak_bytes_per_rank,
+        "traffic_sent_bytes_per_rank": report.traffic_sent_bytes_per_rank,
+        "traffic_sent_elements_per_rank": report.traffic_sent_elements_per_rank,
+        "traffic_ratio_to_dp": traffic_ratio(report, dp_report),
+        "traffic_by_label": report.traffic_by_label,
+        "memory_by_category": report.memory_by_category(),
+        "skipped_steps": report.skipped_steps,
+        "loss_scales": report.loss_scales,
+    }

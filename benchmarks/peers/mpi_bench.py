@@ -41,7 +41,7 @@ def main() -> None:
         results[op] = samples
     if comm.Get_rank() == 0:
         emit("mpi4py-openmpi", n, args.numel, results, version=".".join(map(str, MPI.Get_version())),
-             library=MPI.Get_library_version().splitlines()[0])
+             library=MPI.Get_library_version().splitlines()[0].rstrip("\x00"))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import collectives
-from ..layout import ChunkLayout
+from ..execute import MODES
+from ..layout import ChunkLayout, check_numel
 from ..ledger import CommLedger
 from ..schedule import check_n_ranks
 from ..virtual import VirtualBuffer, is_virtual
@@ -49,10 +50,20 @@ class _Rendezvous:
         self.requests: list[_Request | None] = [None] * n_ranks
         self.results: list[Any] = []
         self.error: BaseException | None = None
+        self.waiting: set[int] = set()  # ranks that have arrived at the current collective
+        self.stalled: tuple[list[int], str] | None = None  # who was waiting, and where, when the barrier broke
 
     def exchange(self, rank: int, request: _Request, execute: Callable[[list[_Request]], list[Any]]):
         self.requests[rank] = request
-        if self.barrier.wait() == 0:
+        self.waiting.add(rank)
+        try:
+            first = self.barrier.wait()
+        except threading.BrokenBarrierError:
+            if self.stalled is None:
+                self.stalled = (sorted(self.waiting), request.label or request.op)
+            raise
+        self.waiting.discard(rank)
+        if first == 0:
             try:
                 self.error, self.results = None, execute(self.requests)
             except BaseException as exc:  # handed to every rank below
@@ -72,21 +83,27 @@ class EmulatorCommunicator:
     def layout(self, numel: int) -> ChunkLayout:
         return ChunkLayout(numel, self.n_ranks)
 
-    def _call(self, op: str, buffer, numel: int, label: str):
+    def _call(self, op: str, buffer, numel: int | None, label: str):
         if not (isinstance(buffer, np.ndarray) and buffer.ndim == 1) and not (is_virtual(buffer) and buffer.ndim == 1):
             raise TypeError(f"rank {self.rank}: {op} needs a 1-D numpy array or VirtualBuffer; got "
                             f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
-        request = _Request(op, label, int(numel), buffer.dtype, buffer)
+        if not isinstance(label, str):
+            raise TypeError(f"rank {self.rank}: {op} label must be a str; got {label!r}")
+        numel = buffer.shape[0] if numel is None else check_numel(numel, "numel")
+        request = _Request(op, label, numel, buffer.dtype, buffer)
         return self.world._rendezvous.exchange(self.rank, request, self.world._execute)
 
     def reduce_scatter(self, buffer, label: str = "reduce_scatter"):
-        return self._call("reduce_scatter", buffer, buffer.shape[0], label)
+        """Sum ``buffer`` over ranks; return this rank's chunk (see :class:`~ringemu.backends.Communicator`)."""
+        return self._call("reduce_scatter", buffer, None, label)
 
     def all_gather(self, shard, numel: int, label: str = "all_gather"):
+        """Concatenate every rank's shard of a ``numel``-element buffer; every rank gets the whole buffer."""
         return self._call("all_gather", shard, numel, label)
 
     def all_reduce(self, buffer, label: str = "all_reduce"):
-        return self._call("all_reduce", buffer, buffer.shape[0], label)
+        """Sum ``buffer`` over ranks in ring order; every rank gets the sum."""
+        return self._call("all_reduce", buffer, None, label)
 
 
 class EmulatedWorld:
@@ -99,6 +116,13 @@ class EmulatedWorld:
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, mode: str = "fused",
                  timeout: float | None = 600.0):
         self.n_ranks = check_n_ranks(n_ranks)
+        if ledger is not None and not isinstance(ledger, CommLedger):
+            raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout < float("inf")):
+            raise ValueError(f"timeout must be a finite number of seconds > 0, or None; got {timeout!r}")
         self.ledger = ledger
         self.mode = mode
         self.timeout = timeout
@@ -130,9 +154,18 @@ class EmulatedWorld:
         if self.n_ranks == 1:
             body(self.communicators()[0])
         else:
-            threads = [threading.Thread(target=body, args=(c,), name=f"rank{c.rank}") for c in self.communicators()]
-            for t in threads:
-                t.start()
+            threads = [threading.Thread(target=body, args=(c,), name=f"rank{c.rank}", daemon=True)
+                       for c in self.communicators()]
+            started = []
+            try:
+                for t in threads:
+                    t.start()
+                    started.append(t)
+            except BaseException:
+                self._rendezvous.barrier.abort()  # release the ranks already waiting at a collective
+                for t in started:
+                    t.join()
+                raise
             for t in threads:
                 t.join()
         if errors:
@@ -141,8 +174,10 @@ class EmulatedWorld:
                 raise exc
             raise RankFailure(f"rank {rank} failed: {type(exc).__name__}: {exc}") from exc
         if released:
-            raise RankFailure(f"the world hung: ranks {sorted(released)} waited more than {self.timeout} s "
-                              f"at a collective")
+            waiting, where = self._rendezvous.stalled or (sorted(released), "a collective")
+            absent = sorted(set(range(self.n_ranks)) - set(waiting))
+            raise RankFailure(f"the world hung: ranks {waiting} waited more than {self.timeout} s at {where!r}; "
+                              f"ranks {absent} did not arrive")
         return results
 
     # -- executed by one thread with every rank's request ------------------------------------------------------

@@ -94,7 +94,7 @@ class TorchCommunicator:
     def layout(self, numel: int) -> ChunkLayout:
         return ChunkLayout(numel, self.n_ranks)
 
-    # -- helpers -------------------------------------------------------------------------------------------------
+    # -- internals -------------------------------------------------------------------------------------------------
     def _check(self, op: str, buffer) -> None:
         if not ((isinstance(buffer, np.ndarray) or is_virtual(buffer)) and buffer.ndim == 1):
             raise TypeError(f"rank {self.rank}: {op} needs a 1-D numpy array or VirtualBuffer; got "

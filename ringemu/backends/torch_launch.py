@@ -25,6 +25,7 @@ On a real cluster use ``torchrun`` instead, which starts the processes itself (`
 from __future__ import annotations
 
 import datetime
+import math
 import multiprocessing
 import os
 import pickle
@@ -37,12 +38,20 @@ from ..ledger import CommLedger
 from ..schedule import check_n_ranks
 from .emulator import RankFailure
 
-__all__ = ["TorchWorld", "communicator_from_env", "run_zero_on_torch", "BACKENDS"]
+__all__ = ["TorchWorld", "communicator_from_env", "check_timeout", "BACKENDS"]
 
 BACKENDS = ("gloo", "nccl")
 _PRELOAD = ("torch.distributed", "ringemu.backends.torch_backend")  # imported once by the forkserver
 _SILENT = "exited with code"  # how a rank that died without a report is described
 _GRACE_S = 2.0  # seconds the other ranks get to report after the first failure, before they are killed
+
+
+def check_timeout(timeout: object, name: str = "timeout") -> float:
+    """``timeout`` as a float, or a clear ValueError unless it is a finite number of seconds > 0."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+            or not timeout > 0:
+        raise ValueError(f"{name} must be a finite number of seconds > 0; got {timeout!r}")
+    return float(timeout)
 
 
 def communicator_from_env(backend: str | None = None, algorithm: str = "native", ledger: CommLedger | None = None,
@@ -57,20 +66,13 @@ def communicator_from_env(backend: str | None = None, algorithm: str = "native",
 
     from .torch_backend import TorchCommunicator
 
+    timeout = check_timeout(timeout)
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     return TorchCommunicator(ledger=ledger, algorithm=algorithm)
-
-
-def run_zero_on_torch(*args, **kwargs) -> dict:
-    """The project's ZeRO stages on N torch processes, cross-checked with the emulator: see
-    :func:`ringemu.backends.torch_zero.run_zero_on_torch` (imported here on first use; it needs zero_stages)."""
-    from .torch_zero import run_zero_on_torch as run
-
-    return run(*args, **kwargs)
 
 
 def _rank_main(rank: int, n_ranks: int, port: int, backend: str, algorithm: str, timeout: float,
@@ -121,8 +123,7 @@ class TorchWorld:
         self.n_ranks = check_n_ranks(n_ranks)
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"timeout must be a number of seconds > 0; got {timeout!r}")
+        timeout = check_timeout(timeout)
         try:
             from .torch_backend import ALGORITHMS
         except ModuleNotFoundError as exc:  # torch is the optional extra ringemu[torch]

@@ -42,12 +42,14 @@ def main(argv=None) -> int:
     from zero_stages.report import build_report
 
     from .torch_launch import communicator_from_env
-    from .torch_zero import RankRows, digest, make_job
+    from zero_stages.api import training_job
+
+    from .torch_zero import TRAFFIC_SOURCE, RankRows, digest
 
     ledger = CommLedger()
     comm = communicator_from_env(args.backend, args.algorithm, ledger, args.timeout)
     units = [int(x) for x in args.units.split(",")] if args.units else None
-    job = make_job(comm.n_ranks, args.steps, args.dtype, args.seed, args.grads, units)
+    job = training_job(comm.n_ranks, args.steps, args.dtype, args.seed, args.grads, units)
     result = RANK_FUNCTIONS[args.stage](comm, job)
     gathered = [None] * comm.n_ranks if comm.rank == 0 else None
     dist.gather_object((result, job.memory), gathered, dst=0)
@@ -59,7 +61,7 @@ def main(argv=None) -> int:
                "model_state_bytes_per_rank": rep.model_state_bytes_per_rank,
                "peak_bytes_per_rank": rep.peak_bytes_per_rank,
                "traffic_sent_bytes_per_rank": rep.traffic_sent_bytes_per_rank,
-               "traffic_source": "modelled (ring schedules)",
+               "traffic_source": TRAFFIC_SOURCE,
                "digests": {k: digest(getattr(rep, k)) for k in ("weights16", "master", "m", "v")}}
         print(json.dumps(out) if args.json else json.dumps(out, indent=2))
     dist.destroy_process_group()

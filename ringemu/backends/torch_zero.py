@@ -17,26 +17,19 @@ on the wire see :mod:`ringemu.backends.wire_bytes`.
 from __future__ import annotations
 
 import hashlib
-from fractions import Fraction
 
 import numpy as np
 
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
-from ringemu.schedule import check_n_ranks
 from zero_stages import api
-from zero_stages.adam import AdamConfig
 from zero_stages.closed_forms import STAGES, check_stage
-from zero_stages.flat import FlatParams, check_unit_sizes
 from zero_stages.job import Job
-from zero_stages.model import MLP, default_width
-from zero_stages.precision import check_wire_dtype, default_loss_scaling
-from zero_stages.report import build_report, parity_mismatches
-from zero_stages.workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload
+from zero_stages.report import build_report, parity_mismatches, stage_json
 
-from .torch_launch import TorchWorld
+from .torch_launch import TorchWorld, check_timeout
 
-__all__ = ["run_zero_on_torch", "stage_on_torch", "make_job", "RankRows", "digest", "TRAFFIC_SOURCE"]
+__all__ = ["run_zero_on_torch", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE"]
 
 TRAFFIC_SOURCE = "modelled: ring schedules in the CommLedger (not bytes observed on the wire)"
 
@@ -59,24 +52,6 @@ class RankRows:
 
     def by_category(self, rank: int) -> dict:
         return self.ledgers[rank].by_category(rank)
-
-
-def make_job(n_ranks: int, steps: int, wire_dtype: str, seed: int, grads: str, unit_sizes,
-             loss_scaling=None) -> Job:
-    """The Job ``zero_stages.train`` builds for the same arguments (fresh MemoryLedger each call)."""
-    from ringemu.memory import MemoryLedger
-
-    wire = check_wire_dtype(wire_dtype)
-    if grads not in GRADIENT_SOURCES:
-        raise ValueError(f"grads must be one of {', '.join(GRADIENT_SOURCES)}; got {grads!r}")
-    units = api.DEFAULT_UNIT_SIZES if unit_sizes is None else check_unit_sizes(unit_sizes)
-    if grads == "model":
-        workload = ModelWorkload(MLP(units, default_width(units), 4, seed), wire)
-    else:
-        workload = BlockWorkload(units, n_ranks, wire, seed)
-    return Job(FlatParams(units, n_ranks), wire, steps, workload, AdamConfig(),
-               loss_scaling or default_loss_scaling(wire), MemoryLedger(n_ranks), size_only=False,
-               record_history=True)
 
 
 def _stage_rank(comm, stage: str, job: Job):
@@ -113,13 +88,12 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     each stage's run in seconds; a failed or hung run raises ``RankFailure`` after its processes are killed.
     ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``.
     """
-    n_ranks = check_n_ranks(n_ranks)
-    for name, value in (("steps", steps), ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0; got {value!r}")
+    timeout = check_timeout(timeout)
 
-    def job():
-        return make_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, loss_scaling)
+    def job():  # a fresh Job (and MemoryLedger) per run; api.training_job checks every argument
+        return api.training_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, loss_scaling=loss_scaling)
+
+    job()  # bad arguments fail here, before any process starts
 
     wanted = STAGES if stages == "all" else (stages,) if isinstance(stages, str) else tuple(stages)
     wanted = tuple(check_stage(s) for s in wanted)
@@ -131,23 +105,9 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
            "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "traffic_source": TRAFFIC_SOURCE, "stages": []}
     for s in wanted:
         rep = reports[s]
-        entry = {
-            "name": rep.name,
-            "parity_with_dp": not parity_mismatches(rep, dp),
-            "parity_mismatches": parity_mismatches(rep, dp),
-            "parity_with_emulator": None,
-            "emulator_mismatches": None,
-            "model_state_bytes_per_rank": rep.model_state_bytes_per_rank,
-            "peak_bytes_per_rank": rep.peak_bytes_per_rank,
-            "traffic_sent_bytes_per_rank": rep.traffic_sent_bytes_per_rank,
-            "traffic_sent_elements_per_rank": rep.traffic_sent_elements_per_rank,
-            "traffic_ratio_to_dp": _ratio(rep, dp),
-            "traffic_by_label": rep.traffic_by_label,
-            "memory_by_category": rep.memory_by_category(),
-            "skipped_steps": rep.skipped_steps,
-            "loss_scales": rep.loss_scales,
-            "digests": {k: digest(getattr(rep, k)) for k in ("weights16", "master", "m", "v")},
-        }
+        entry = stage_json(rep, dp)
+        entry["parity_with_emulator"], entry["emulator_mismatches"] = None, None
+        entry["digests"] = {k: digest(getattr(rep, k)) for k in ("weights16", "master", "m", "v")}
         if compare_emulator:
             emu = api.run_job(s, job())
             diff = parity_mismatches(rep, emu)
@@ -159,7 +119,3 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
         out["stages"].append(entry)
     return out
 
-
-def _ratio(rep, dp) -> str | None:
-    a, b = rep.traffic_sent_elements_per_rank[0], dp.traffic_sent_elements_per_rank[0]
-    return str(Fraction(a, b)) if b else None

@@ -118,9 +118,9 @@ def _stage_jobs(workloads, n_ranks: int, numel: int, dtype: str, seed: int) -> d
     stages = [w for w in workloads if w.startswith(STAGE_PREFIX)]
     if not stages:
         return {}
-    from .torch_zero import make_job
+    from zero_stages.api import training_job
 
-    return {w: make_job(n_ranks, 1, dtype, seed, "blocks", [numel]) for w in stages}
+    return {w: training_job(n_ranks, 1, dtype, seed, "blocks", [numel]) for w in stages}
 
 
 def measure_here(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp", "zero3"), rounds: int = 3,
@@ -185,12 +185,16 @@ def measure_wire(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp",
     Raises ValueError, with the system's reason, if the namespace cannot be created (no root, no user
     namespaces) or the run fails.
     """
-    script = ("ip link set lo up && exec " + " ".join([sys.executable, "-m", "ringemu.backends.wire_bytes",
-              "--here", "--json", "--ranks", str(n_ranks), "--numel", str(numel), "--dtype", dtype,
-              "--rounds", str(rounds), "--algorithm", algorithm, "--timeout", str(timeout), "--seed", str(seed),
-              "--workloads", *workloads]))
+    from .torch_launch import check_timeout
+
+    timeout = check_timeout(timeout)
+    command = [sys.executable, "-m", "ringemu.backends.wire_bytes", "--here", "--json", "--ranks", str(n_ranks),
+               "--numel", str(numel), "--dtype", str(dtype), "--rounds", str(rounds), "--algorithm", str(algorithm),
+               "--timeout", repr(timeout), "--seed", str(seed), "--workloads", *map(str, workloads)]
+    # The arguments reach the shell as its positional parameters ("$@"), never as text it parses.
+    argv = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
     try:
-        done = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True,
+        done = subprocess.run(argv, capture_output=True, text=True,
                               timeout=timeout + 60, env=os.environ)
     except FileNotFoundError as exc:
         raise ValueError(f"cannot measure wire bytes: {exc}") from exc

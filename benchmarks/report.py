@@ -1,0 +1,84 @@
+"""Markdown tables from a benchmarks/run.py JSON file (the tables of docs/performance.md).
+
+Usage: ``python benchmarks/report.py benchmarks/results/n8-s24.json``
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+SHORT = {"reduce-scatter": "RS", "all-gather": "AG", "all-reduce": "AR"}
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f}"
+
+
+def targets(d: dict) -> list[str]:
+    out = ["| target | measured | required | met |", "|---|---:|---:|:---:|"]
+    for t in d["targets"]:
+        sign = "≤" if t["better"] == "lower" else "≥"
+        out.append(f"| {t['target']} | {t['value']:.3g}{t['unit']} | {sign} {t['limit']}{t['unit']} | "
+                   f"{'yes' if t['met'] else '**no**'} |")
+    return out
+
+
+def main_table(d: dict) -> list[str]:
+    m = d["main"]
+    out = [f"N = {m['ranks']}, S = {m['numel']:,} fp32 per rank (world {m['world_bytes'] / 2**20:,.0f} MiB), "
+           f"{m['repeats']} timed runs each after one warm-up, {m['threads']} threads. STREAM floor: copy "
+           f"{m['stream']['copy_GBps']:.1f} GB/s, in-place add {m['stream']['add_GBps']:.1f} GB/s.", "",
+           "| op | implementation | median ms | min | max | busbw GB/s | × floor | ring-model GB/s | vs numpy |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    numpy = {r["op"]: r["median_s"] for r in m["rows"] if r["impl"] == "numpy-loop"}
+    for r in m["rows"]:
+        out.append(f"| {SHORT[r['op']]} | {r['impl']} | {ms(r['median_s'])} | {ms(r['min_s'])} | {ms(r['max_s'])} | "
+                   f"{r['busbw_GBps']:.2f} | {r['x_floor']:.2f} | {r['ring_model_GBps']:.1f} | "
+                   f"{numpy[r['op']] / r['median_s']:.2f}× |")
+    return out
+
+
+def peers_table(d: dict) -> list[str]:
+    fused = {r["op"]: r["median_s"] for r in d["main"]["rows"] if r["impl"] == "ringemu-fused"}
+    out = ["| peer (same N, S, fp32) | RS median ms [min, max] | AG | AR | ringemu fused is faster by (RS / AG / AR) |",
+           "|---|---|---|---|---|"]
+    for p in d["peers"].values():
+        rows = {r["op"]: r for r in p["rows"]}
+        cells = [f"{ms(rows[o]['median_s'])} [{ms(rows[o]['min_s'])}, {ms(rows[o]['max_s'])}]" for o in SHORT]
+        ratio = " / ".join(f"{rows[o]['median_s'] / fused[o]:.1f}×" for o in SHORT)
+        out.append(f"| {p['impl']} {p.get('version', '')} | " + " | ".join(cells) + f" | {ratio} |")
+    return out
+
+
+def wire16_table(d: dict) -> list[str]:
+    fused = {r["op"]: r["median_s"] for r in d["main"]["rows"] if r["impl"] == "ringemu-fused"}
+    out = ["| dtype | RS ms (× fp32) | AG ms (× fp32) | AR ms (× fp32) |", "|---|---|---|---|"]
+    for dt, res in d["wire16"].items():
+        rows = {r["op"]: r["median_s"] for r in res["rows"]}
+        out.append(f"| {dt} | " + " | ".join(f"{ms(rows[o])} ({rows[o] / fused[o]:.2f}×)" for o in SHORT) + " |")
+    return out
+
+
+def sweep_table(d: dict) -> list[str]:
+    impls = [k for k in dict.fromkeys(k for r in d["sweep"] for k in r) if k not in ("ranks", "fastest_peer_ratio")]
+    out = ["| N | " + " | ".join(f"{i} ms" for i in impls) + " | fastest peer / ringemu |",
+           "|---:|" + "---:|" * (len(impls) + 1)]
+    for r in d["sweep"]:
+        out.append(f"| {r['ranks']} | " + " | ".join(f"{r[i] * 1e3:.2f}" if i in r else "–" for i in impls)
+                   + f" | {r['fastest_peer_ratio']:.2f}× |")
+    return out
+
+
+def main() -> None:
+    d = json.load(open(sys.argv[1]))
+    for title, lines in (("Targets", targets(d)), ("Collectives", main_table(d)), ("Peers", peers_table(d)),
+                         ("16-bit wire types", wire16_table(d)), ("All-reduce sweep", sweep_table(d))):
+        print(f"### {title}\n")
+        print("\n".join(lines) + "\n")
+    m = d["machine"]
+    print(f"load average {m['load_average_start'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end; "
+          f"peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Compiled kernels for the optimizer step: Adam, the gradient average, and the 16-bit casts, fused in one pass.
+
+These are the fast twins of the numpy reference code in :mod:`zero_stages.adam` (``adam_step_reference``),
+:mod:`zero_stages.averaging` and :func:`zero_stages.buffers.cast`; ``tests/test_adam_kernel.py`` checks them bit for
+bit against it. Each element is computed with the same fp32 operations in the same order as the reference (the
+order of ``torch.optim.Adam(foreach=False)`` on the CPU, see :mod:`zero_stages.adam`):
+
+* fp32 ``+ - * /`` and ``sqrt`` are IEEE 754 correctly rounded operations in numba as in numpy (no fast-math, so
+  LLVM neither reassociates nor contracts a multiply and an add into an fma);
+* the fused multiply-add is LLVM's ``llvm.fma.f32`` intrinsic, which LLVM defines as a·b + c rounded once (it is
+  the ``vfmadd`` instruction on a CPU with FMA, a correctly rounded ``fmaf`` call otherwise);
+* fp32 -> bf16 rounds to nearest even with integer arithmetic on the bits (NaN: the top 16 bits, quieted, as
+  ml_dtypes does); fp32 <-> fp16 use LLVM's ``fptrunc``/``fpext`` (IEEE conversions, as numpy).
+
+One pass reads each element's 16-bit reduced gradient (2 B) and master, m, v (12 B), and writes master, m, v
+(12 B), the fp32 averaged gradient (4 B) and the new 16-bit weight (2 B): 32 B per element, where the numpy
+reference makes about a dozen passes over fp64 temporaries. The kernels release the GIL (``nogil``), so the N
+rank threads of an emulated world update their shards in parallel.
+
+With ``RINGEMU_DISABLE_JIT=1`` every function here is plain Python on numpy scalars (the fma then goes through
+fp64 with round-to-odd, Boldo & Melquiond 2008): same bits, only slow; callers use the numpy reference instead.
+All kernels live in this one file because numba's on-disk cache does not notice edits to jitted functions in
+other files.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ringemu._jit import JIT_ENABLED, jit, jit_inline
+
+__all__ = ["fma_f32", "bf16_bits", "fp16_bits", "adam_kernel", "average_kernel", "cast16_kernel", "fused_update_kernel",
+           "fma_kernel", "expand16_kernel", "BF16", "FP16"]
+
+BF16, FP16 = 0, 1  # the 16-bit type codes the kernels take (wire_kind)
+
+
+def _kernel(fn):
+    """:func:`ringemu._jit.jit` with numpy's error model: x / 0 is IEEE inf or NaN as in numpy, not Python's
+    ZeroDivisionError, and the per-element zero test that would keep LLVM from vectorising the loop is gone."""
+    return jit(fn, error_model="numpy") if JIT_ENABLED else jit(fn)
+
+if JIT_ENABLED:
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def fma_f32(typingctx, a, b, c):
+        """a·b + c rounded once to fp32 (``llvm.fma.f32``)."""
+        if not (a == b == c == types.float32):
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.fma(*args)
+
+        return types.float32(types.float32, types.float32, types.float32), codegen
+
+    @intrinsic
+    def _f32_bits(typingctx, value):
+        """The IEEE-754 bits of a float32 as a uint32 (bitcast)."""
+        if value != types.float32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(32))
+
+        return types.uint32(types.float32), codegen
+
+    @intrinsic
+    def _bits_f32(typingctx, bits):
+        """The float32 whose bits are the uint32 ``bits`` (bitcast)."""
+        if bits != types.uint32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.FloatType())
+
+        return types.float32(types.uint32), codegen
+
+    @intrinsic
+    def _half_f32(typingctx, bits):
+        """binary16 bits (uint16) -> float32 (``fpext half``: exact)."""
+        if bits != types.uint16:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+        return types.float32(types.uint16), codegen
+
+    @intrinsic
+    def fp16_bits(typingctx, value):
+        """float32 -> binary16 bits (uint16), round to nearest even (``fptrunc``)."""
+        if value != types.float32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+        return types.uint16(types.float32), codegen
+
+else:
+    def fma_f32(a, b, c):
+        """a·b + c rounded once to fp32: the fp64 sum (one rounding; a·b is exact in fp64) is made round-to-odd
+        with its exact error (TwoSum), so that rounding it to fp32 is correct (Boldo & Melquiond 2008)."""
+        ab = np.float64(a) * np.float64(b)
+        with np.errstate(all="ignore"):
+            s = ab + np.float64(c)
+            if s != 0 and np.isfinite(s):
+                back = s - ab
+                err = (ab - (s - back)) + (np.float64(c) - back)
+                if err != 0 and (int(np.array(s).view(np.int64)) & 1) == 0:
+                    s = np.nextafter(s, np.inf if err > 0 else -np.inf)
+            return np.float32(s)
+
+    def _f32_bits(value):
+        return np.uint32(np.array(value, dtype=np.float32).view(np.uint32))
+
+    def _bits_f32(bits):
+        return np.float32(np.array(bits, dtype=np.uint32).view(np.float32))
+
+    def _half_f32(bits):
+        return np.float32(np.array(bits, dtype=np.uint16).view(np.float16))
+
+    def fp16_bits(value):
+        with np.errstate(all="ignore"):
+            return np.uint16(np.array(value, dtype=np.float32).astype(np.float16).view(np.uint16))
+
+
+@jit_inline
+def bf16_bits(value):
+    """float32 -> bfloat16 bits (uint16): round to nearest even; inf stays inf, overflow gives inf; a NaN keeps
+    its top 16 bits with the quiet bit set (ml_dtypes' conversion)."""
+    bits = _f32_bits(value)
+    if value != value:
+        return np.uint16((bits >> np.uint32(16)) | np.uint32(0x40))
+    return np.uint16((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+
+
+@jit_inline
+def _to_f32(bits, wire_kind):
+    """16-bit bits (uint16) of type ``wire_kind`` -> float32 (exact)."""
+    if wire_kind == 0:  # BF16
+        return _bits_f32(np.uint32(np.uint32(bits) << np.uint32(16)))
+    return _half_f32(bits)
+
+
+@jit_inline
+def _from_f32(value, wire_kind):
+    """float32 -> 16-bit bits of type ``wire_kind``."""
+    if wire_kind == 0:  # BF16
+        return bf16_bits(value)
+    return fp16_bits(value)
+
+
+@jit_inline
+def _adam_element(p, g, mm, vv, has_wd, decoupled, wd, decay, lerp_small, w, w_minus_1, beta2, one_minus_beta2,
+                  bc2_sqrt, eps, neg_step):
+    """One element of :func:`zero_stages.adam.adam_step_reference`, every operation fp32: returns (p, m, v)."""
+    if has_wd:
+        if decoupled:
+            p = p * decay  # param.mul_(1 - lr·wd)
+        else:
+            g = fma_f32(p, wd, g)  # grad.add(param, alpha=wd)
+    diff = g - mm
+    if lerp_small:
+        mm = fma_f32(w, diff, mm)  # lerp, weight < 0.5
+    else:
+        mm = fma_f32(w_minus_1, diff, g)  # lerp, weight >= 0.5
+    vv = vv * beta2
+    vv = fma_f32(one_minus_beta2 * g, g, vv)  # addcmul_
+    denom = np.sqrt(vv) / bc2_sqrt
+    denom = denom + eps
+    p = p + (neg_step * mm) / denom  # addcdiv_
+    return p, mm, vv
+
+
+@_kernel
+def adam_kernel(master, grad, m, v, has_wd, decoupled, wd, decay, lerp_small, w, w_minus_1, beta2, one_minus_beta2,
+                bc2_sqrt, eps, neg_step):
+    """Adam on fp32 ``master``, ``m``, ``v`` in place from the fp32 ``grad`` (all 1-D, one length); the
+    float32 constants come from :func:`zero_stages.adam.kernel_constants`."""
+    for i in range(grad.shape[0]):
+        master[i], m[i], v[i] = _adam_element(master[i], grad[i], m[i], v[i], has_wd, decoupled, wd, decay,
+                                              lerp_small, w, w_minus_1, beta2, one_minus_beta2, bc2_sqrt, eps,
+                                              neg_step)
+
+
+@_kernel
+def average_kernel(reduced16, wire_kind, divisor, out):
+    """out[i] = fp32(reduced16[i]) / divisor (reduced16: uint16 bits of type ``wire_kind``; divisor fp32)."""
+    for i in range(reduced16.shape[0]):
+        out[i] = _to_f32(reduced16[i], wire_kind) / divisor
+
+
+@_kernel
+def cast16_kernel(src, wire_kind, out):
+    """out[i] = the 16-bit bits of fp32 ``src[i]`` rounded to type ``wire_kind`` (nearest even)."""
+    for i in range(src.shape[0]):
+        out[i] = _from_f32(src[i], wire_kind)
+
+
+@_kernel
+def fused_update_kernel(reduced16, wire_kind, divisor, master, m, v, grad_out, weights16_out, has_wd, decoupled, wd,
+                        decay, lerp_small, w, w_minus_1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step):
+    """:func:`average_kernel`, then :func:`adam_kernel`, then :func:`cast16_kernel` of the new master, in one
+    pass: grad_out gets the averaged fp32 gradient, weights16_out the 16-bit bits of the new master."""
+    for i in range(reduced16.shape[0]):
+        g = _to_f32(reduced16[i], wire_kind) / divisor
+        grad_out[i] = g
+        p, mm, vv = _adam_element(master[i], g, m[i], v[i], has_wd, decoupled, wd, decay, lerp_small, w, w_minus_1,
+                                  beta2, one_minus_beta2, bc2_sqrt, eps, neg_step)
+        master[i], m[i], v[i] = p, mm, vv
+        weights16_out[i] = _from_f32(p, wire_kind)
+
+
+@_kernel
+def fma_kernel(a, b, c, out):
+    """out[i] = fma_f32(a[i], b[i], c[i]) (fp32 arrays of one length): the fma exposed for tests."""
+    for i in range(a.shape[0]):
+        out[i] = fma_f32(a[i], b[i], c[i])
+
+
+@_kernel
+def expand16_kernel(w16, wire_kind, out):
+    """out[j] = fp32(w16[j mod len(w16)]) for every j (w16: uint16 bits of type ``wire_kind``): the tied MLP's
+    layer entries (:mod:`zero_stages.model`), ``np.resize(w16.astype(float32), len(out))`` in one pass."""
+    size = w16.shape[0]
+    for lo in range(0, out.shape[0], size):
+        chunk = out[lo:lo + size]
+        for j in range(chunk.shape[0]):
+            chunk[j] = _to_f32(w16[j], wire_kind)
