@@ -69,13 +69,30 @@ def sweep_table(d: dict) -> list[str]:
     return out
 
 
+def zero_table(d: dict) -> list[str]:
+    z = d.get("zero")
+    if not z:
+        return ["(not measured in this run)"]
+    out = [f"N = {z['ranks']}, Ψ = {z['psi']:,} parameters in units of {z['unit_sizes'][0]:,}, bf16.", "",
+           "| stage | step s (fastest) | collectives alone s | floor s | step × floor |", "|---|---:|---:|---:|---:|"]
+    for r in z["rows"]:
+        out.append(f"| {r['stage']} | {r['step_s_min']:.3f} | {r['collectives_s']:.3f} | {r['floor_s']:.4f} | "
+                   f"{r['x_floor']:.1f} |")
+    return out
+
+
 def main() -> None:
     d = json.load(open(sys.argv[1]))
     for title, lines in (("Targets", targets(d)), ("Collectives", main_table(d)), ("Peers", peers_table(d)),
-                         ("16-bit wire types", wire16_table(d)), ("All-reduce sweep", sweep_table(d))):
+                         ("16-bit wire types", wire16_table(d)), ("All-reduce sweep", sweep_table(d)),
+                         ("ZeRO training step", zero_table(d))):
         print(f"### {title}\n")
         print("\n".join(lines) + "\n")
-    m = d["machine"]
+    m, st = d["machine"], d["startup"]
+    print(f"`ringemu count --op all-reduce --ranks 1024 --numel 27781427952 --dtype bf16 --json`: median "
+          f"{d['count_1024']['median_s']:.2f} s wall; `ringemu demo` (warm cache): {st['demo_warm']['median_s']:.2f} s; "
+          f"cold (empty cache): {st.get('demo_cold_s', float('nan')):.1f} s compiling "
+          f"{st.get('cold_compiled_signatures', '?')} signatures of {sorted(set(st.get('cold_compiled_functions', [])))}.")
     print(f"load average {m['load_average_start'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end; "
           f"peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB")
 

@@ -2,7 +2,8 @@
 
 Everything is measured in one process on the same data: a STREAM-style copy and in-place add (the floor), ringemu's
 ``fused`` and ``step`` modes, and a straightforward per-rank numpy loop over the same schedule (which gives the same
-bits; the benchmark checks it). Times are medians of ``repeats`` runs after one warm-up run, with min and max.
+bits; the benchmark checks it). Times are medians of ``repeats`` runs after one warm-up run, with min and max; the
+cases take turns run by run, so that load from elsewhere hits them alike.
 
 Traffic models (bytes; S = padded elements per rank, e = bytes per element, N ranks):
 
@@ -30,7 +31,7 @@ from .execute import default_threads, run_schedule
 from .layout import ChunkLayout
 from .schedule import ADD, ring_all_gather, ring_all_reduce, ring_reduce_scatter
 
-__all__ = ["Timing", "time_it", "stream_rates", "floor_bytes", "ring_model_bytes", "bus_factor", "numpy_loop",
+__all__ = ["Timing", "time_it", "time_interleaved", "stream_calls", "stream_rates", "floor_bytes", "ring_model_bytes", "bus_factor", "numpy_loop",
            "bench_collectives", "render", "register", "OPS"]
 
 OPS = {"reduce-scatter": ring_reduce_scatter, "all-gather": ring_all_gather, "all-reduce": ring_all_reduce}
@@ -73,18 +74,39 @@ def _threaded(fn, parts: list[tuple[int, int]]) -> None:
         w.join()
 
 
-def stream_rates(nbytes: int, repeats: int, threads: int) -> dict:
+def time_interleaved(calls: dict, repeats: int, warmup: int = 1) -> dict:
+    """:func:`time_it` for several calls taking turns (run r of every call before run r+1 of any), so that a burst
+    of load from elsewhere on the machine hits all of them alike and their ratios stay fair."""
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    samples = {key: [] for key in calls}
+    for _ in range(repeats):
+        for key, fn in calls.items():
+            start = time.perf_counter()
+            fn()
+            samples[key].append(time.perf_counter() - start)
+    return {key: Timing(tuple(v)) for key, v in samples.items()}
+
+
+def stream_calls(nbytes: int, threads: int) -> dict:
     """STREAM-style copy (b = a) and in-place add (a += b) over two float32 arrays of ``nbytes`` in all, split
-    over ``threads`` threads (numpy releases the GIL). Returns timings and rates in bytes/s (STREAM's counting)."""
+    over ``threads`` threads (numpy releases the GIL); bytes per call as STREAM counts them."""
     n = max(1, nbytes // 8)
     a = np.full(n, 1e-3, dtype=np.float32)
     b = np.full(n, 2e-3, dtype=np.float32)
     cuts = np.linspace(0, n, threads + 1).astype(int)
     parts = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
-    copy = time_it(lambda: _threaded(lambda lo, hi: np.copyto(b[lo:hi], a[lo:hi]), parts), repeats)
-    add = time_it(lambda: _threaded(lambda lo, hi: np.add(a[lo:hi], b[lo:hi], out=a[lo:hi]), parts), repeats)
-    return {"array_bytes": 2 * a.nbytes, "threads": threads, "copy": copy, "add": add,
-            "copy_Bps": 2 * a.nbytes / copy.median, "add_Bps": 3 * a.nbytes / add.median}
+    return {"copy": (lambda: _threaded(lambda lo, hi: np.copyto(b[lo:hi], a[lo:hi]), parts), 2 * a.nbytes),
+            "add": (lambda: _threaded(lambda lo, hi: np.add(a[lo:hi], b[lo:hi], out=a[lo:hi]), parts), 3 * a.nbytes)}
+
+
+def stream_rates(nbytes: int, repeats: int, threads: int) -> dict:
+    """Rates in bytes/s of :func:`stream_calls`, and their timings."""
+    calls = stream_calls(nbytes, threads)
+    t = time_interleaved({k: fn for k, (fn, _) in calls.items()}, repeats)
+    return {"array_bytes": calls["copy"][1], "threads": threads, "copy": t["copy"], "add": t["add"],
+            "copy_Bps": calls["copy"][1] / t["copy"].median, "add_Bps": calls["add"][1] / t["add"].median}
 
 
 def floor_bytes(op: str, n: int, padded: int, itemsize: int) -> tuple[int, str]:
@@ -124,21 +146,29 @@ def bench_collectives(n: int, numel: int, dtype="fp32", ops=tuple(OPS), modes=("
     world = np.empty((n, layout.padded_numel), dtype=dt)
     world[...] = (np.random.default_rng(0).standard_normal(world.shape, dtype=np.float32) * 1e-3).astype(dt)
     threads = threads or default_threads(world.nbytes)
-    stream = stream_rates(world.nbytes, repeats, threads)
-    rows = []
+    streams = stream_calls(world.nbytes, threads)
+    calls = {("stream", k): fn for k, (fn, _) in streams.items()}
     for op in ops:
         schedule = OPS[op](n)
+        for m in modes:
+            calls[(op, f"ringemu-{m}")] = lambda s=schedule, m=m: run_schedule(s, world, m, threads=threads)
+        if numpy:
+            calls[(op, "numpy-loop")] = lambda s=schedule: numpy_loop(s, world)
+    timings = time_interleaved(calls, repeats)
+    stream = {"array_bytes": streams["copy"][1], "copy": timings[("stream", "copy")],
+              "add": timings[("stream", "add")]}
+    for k in ("copy", "add"):
+        stream[f"{k}_Bps"] = streams[k][1] / stream[k].median
+    rows = []
+    for (op, name), t in timings.items():
+        if op == "stream":
+            continue
         fbytes, rate = floor_bytes(op, n, layout.padded_numel, dt.itemsize)
         floor_s = fbytes / stream[f"{rate}_Bps"]
-        impls = {f"ringemu-{m}": (lambda m=m: run_schedule(schedule, world, m, threads=threads)) for m in modes}
-        if numpy:
-            impls["numpy-loop"] = lambda: numpy_loop(schedule, world)
-        for name, fn in impls.items():
-            t = time_it(fn, repeats)
-            busbw = float(layout.padded_numel * dt.itemsize / t.median * bus_factor(op, n))
-            rows.append({"op": op, "impl": name, **t.as_dict(), "busbw_GBps": busbw / 1e9,
-                         "floor_s": floor_s, "x_floor": t.median / floor_s,
-                         "ring_model_GBps": ring_model_bytes(op, n, layout.padded_numel, dt.itemsize) / t.median / 1e9})
+        busbw = float(layout.padded_numel * dt.itemsize / t.median * bus_factor(op, n))
+        rows.append({"op": op, "impl": name, **t.as_dict(), "busbw_GBps": busbw / 1e9,
+                     "floor_s": floor_s, "x_floor": t.median / floor_s,
+                     "ring_model_GBps": ring_model_bytes(op, n, layout.padded_numel, dt.itemsize) / t.median / 1e9})
     if numpy:  # same schedule, same order, same in-place updates: the loop must give ringemu's bits
         small = ChunkLayout(min(numel, 1 << 16), n)
         for op in ops:

@@ -62,10 +62,32 @@ def test_count_text_groups_ranks(capsys):
 
 @pytest.mark.parametrize("op", ["reduce-scatter", "all-gather", "all-reduce", "naive-all-reduce"])
 @pytest.mark.parametrize("dtype", ["int32", "int64", "fp16", "bf16", "fp32", "float64"])
-def test_run_verifies(capsys, op, dtype):
-    d = run_json(capsys, "run", "--op", op, "--ranks", "5", "--numel", "13", "--dtype", dtype, "--seed", "4")
-    assert d["verified"] is True and d["op"] == op and d["saved"] is None
+def test_run_verifies(capsys, tmp_path, op, dtype):
+    """The CLI says verified, and the saved outputs agree with numpy's exact sum (int64 / float64) of the saved
+    inputs, computed here: chunk r of ceil(13/5) = 3 elements is rank r's (payloads 3, 3, 3, 3, 1)."""
+    path = tmp_path / "run.npz"
+    d = run_json(capsys, "run", "--op", op, "--ranks", "5", "--numel", "13", "--dtype", dtype, "--seed", "4",
+                 "--save", str(path))
+    assert d["verified"] is True and d["op"] == op and d["saved"] == str(path)
     assert {"steps", "total_bytes", "padding_bytes", "per_rank"} <= set(d)
+    with np.load(path) as z:
+        inputs, outputs = z["inputs"], z["outputs"]
+    blocks = integer_blocks(5, 13, 4, dtype)
+    np.testing.assert_array_equal(inputs, blocks.astype(np.float32) if blocks.dtype.itemsize == 2
+                                  and blocks.dtype.kind != "i" else blocks)
+    wide = np.int64 if inputs.dtype.kind == "i" else np.float64
+    total = inputs.astype(wide).sum(axis=0)
+    bounds = [(0, 3), (3, 6), (6, 9), (9, 12), (12, 13)]
+    if op == "reduce-scatter":
+        assert outputs.shape == (5, 3)
+        for r, (lo, hi) in enumerate(bounds):
+            np.testing.assert_array_equal(outputs[r, :hi - lo].astype(wide), total[lo:hi])
+            assert not outputs[r, hi - lo:].any()
+    elif op == "all-gather":
+        gathered = np.concatenate([inputs[r, lo:hi] for r, (lo, hi) in enumerate(bounds)]).astype(wide)
+        np.testing.assert_array_equal(outputs.astype(wide), np.broadcast_to(gathered, (5, 13)))
+    else:
+        np.testing.assert_array_equal(outputs.astype(wide), np.broadcast_to(total, (5, 13)))
 
 
 def test_run_text(capsys):

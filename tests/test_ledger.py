@@ -44,9 +44,12 @@ def closed_form_received(op: str, n: int, numel: int) -> list[int]:
 
 
 def closed_form_sent_padding(op: str, n: int, numel: int) -> list[int]:
-    """Padding elements each rank sends: the padding of every chunk it forwards."""
-    lay = ChunkLayout(numel, n)
-    pad = [lay.chunk_size - p for p in lay.payloads().tolist()]
+    """Padding elements each rank sends: the padding of every chunk it forwards. Written out here, not read from
+    ChunkLayout: chunks hold c = ceil(S/N) elements, chunk k holds the real elements [k·c, (k+1)·c) ∩ [0, S),
+    and the rest of it, c − payload, is padding (N·c − S padding elements in all)."""
+    c = -(-numel // n)
+    pad = [c - max(0, min(c, numel - k * c)) for k in range(n)]
+    assert sum(pad) == n * c - numel
     if op == "reduce-scatter":  # rank r sends every chunk but its own
         return [sum(pad) - pad[r] for r in range(n)]
     if op == "all-gather":  # rank r sends every chunk but chunk r + 1, which it receives last

@@ -63,12 +63,45 @@ def test_a_correct_textbook_ring_passes(world):
     assert_matches_ringemu(in_bytes, "all-reduce", world, check_traffic="bytes")
 
 
-@given(op=ops(), world=integer_worlds(max_ranks=12, max_numel=60))
-def test_ringemu_passes_its_own_oracle(op, world):
-    run = {"reduce-scatter": collectives.reduce_scatter, "all-gather": collectives.all_gather,
-           "all-reduce": collectives.all_reduce, "naive-all-reduce": collectives.naive_all_reduce}[op]
-    expected = assert_matches_ringemu(run, op, world)
-    assert expected is not None
+def user_all_gather(shards):
+    """Textbook ring all-gather: shard r starts in chunk r of rank r's buffer; N-1 steps of the copy phase."""
+    n, s = len(shards), sum(x.size for x in shards)
+    c = -(-s // n)
+    world = np.zeros((n, s), shards[0].dtype)
+    for r, x in enumerate(shards):
+        world[r, r * c:r * c + x.size] = x
+    buf, _, sent = textbook_ring(world, phases=("ag",))
+    return buf[:, :s], sent
+
+
+def user_naive_all_reduce(world):
+    """The lesson's contrast: rank 0 adds every buffer in rank order and sends the sum back to every rank."""
+    n, s = world.shape
+    acc = world[0].copy()
+    for row in world[1:]:
+        acc = hop(acc, row)
+    sent = [(n - 1) * s] + [s] * (n - 1)
+    return np.broadcast_to(acc, world.shape).copy(), sent
+
+
+USER_OPS = {"reduce-scatter": user_reduce_scatter, "all-gather": user_all_gather,
+            "all-reduce": user_all_reduce, "naive-all-reduce": user_naive_all_reduce}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@given(op=ops(), data=st.data())
+def test_textbook_implementations_of_every_op_pass_for_every_dtype(dtype, op, data):
+    """Independent implementations of all four ops (written above from the textbook, not from ringemu) pass
+    the oracle, traffic included, on exact integer worlds of every dtype; and the reductions equal the exact
+    sum computed by numpy in int64 / float64."""
+    world = data.draw(integer_worlds(max_ranks=12, max_numel=60, dtype=dtype))
+    expected = assert_matches_ringemu(USER_OPS[op], op, world, check_traffic="elements")
+    wide = np.int64 if world.dtype.kind == "i" else np.float64
+    exact = world.astype(wide).sum(axis=0)
+    if op in ("all-reduce", "naive-all-reduce"):
+        assert np.array_equal(expected.astype(wide), np.broadcast_to(exact, world.shape))
+    elif op == "reduce-scatter":
+        assert np.array_equal(np.concatenate(expected).astype(wide), exact)
 
 
 # -- and catches wrong ones -------------------------------------------------------------------------------------

@@ -174,8 +174,9 @@ def test_bad_arguments():
         TorchWorld(2, backend="mpi")
     with pytest.raises(ValueError, match="algorithm must be one of native, ring"):
         TorchWorld(2, algorithm="tree")
-    with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
-        TorchWorld(2, timeout=0)
+    for timeout in (0, -1, float("inf"), float("nan"), True, "60"):
+        with pytest.raises(ValueError, match="timeout must be a finite number of seconds > 0"):
+            TorchWorld(2, timeout=timeout)
     with pytest.raises(ValueError, match="n_ranks"):
         TorchWorld(0)
 

@@ -5,8 +5,9 @@ from torch_support import require_torch
 
 require_torch()
 
-from ringemu.backends.torch_zero import run_zero_on_torch  # noqa: E402
-from zero_stages import STAGES  # noqa: E402
+from ringemu.backends.torch_zero import TRAFFIC_SOURCE, run_zero_on_torch  # noqa: E402
+from zero_stages import STAGES, train  # noqa: E402
+from zero_stages.report import stage_json  # noqa: E402
 
 
 def _by_name(out):
@@ -26,6 +27,11 @@ def test_every_stage_on_gloo_equals_the_emulator_with_integer_block_gradients():
         assert s["parity_with_dp"] is True, (name, s["parity_mismatches"])
     assert stages["zero3"]["traffic_ratio_to_dp"] == "3/2"
     assert len({s["digests"]["master"] for s in stages.values()}) == 1  # every stage: DP's master, bit for bit
+    emulated = {s: train(s, 4, 2, "bf16", 3, "blocks", [37, 5, 64]) for s in STAGES}
+    for name, s in stages.items():  # the fields of `ringemu zero --json`, from the same function, same values
+        want = stage_json(emulated[name], emulated["dp"])
+        assert {k: s[k] for k in want if k != "memory_by_category"} == \
+            {k: v for k, v in want.items() if k != "memory_by_category"}, name
 
 
 @pytest.mark.parametrize("wire, steps", [("bf16", 2), ("fp16", 4)])
@@ -72,7 +78,6 @@ def test_the_torchrun_form_gives_the_emulators_weights():
     import sys
 
     from ringemu.backends.torch_zero import digest
-    from zero_stages import train
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "ringemu.backends.torch_run", "--stage", "zero3", "--steps", "2", "--grads", "blocks",
@@ -81,7 +86,19 @@ def test_the_torchrun_form_gives_the_emulators_weights():
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["traffic_source"] == TRAFFIC_SOURCE  # the same words as run_zero_on_torch's
     emu = train("zero3", 2, 2, "bf16", 0, "blocks", [37, 5, 64])
     assert out["digests"] == {k: digest(getattr(emu, k)) for k in ("weights16", "master", "m", "v")}
     assert out["traffic_sent_bytes_per_rank"] == emu.traffic_sent_bytes_per_rank
     assert out["model_state_bytes_per_rank"] == emu.model_state_bytes_per_rank
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"steps": -5}, "steps"), ({"seed": -1}, "seed"), ({"n_ranks": 0}, "n_ranks"), ({"n_ranks": 1025}, "n_ranks"),
+    ({"grads": "blocks", "n_ranks": 300}, "n_ranks=300"), ({"wire_dtype": "fp32"}, "wire_dtype"),
+    ({"unit_sizes": [0]}, "unit_sizes"), ({"timeout": float("inf")}, "timeout"), ({"timeout": -1}, "timeout"),
+])
+def test_bad_arguments_are_rejected_before_any_process_starts(kwargs, words):
+    """run_zero_on_torch checks its arguments as zero_stages.train does (it builds the same Job)."""
+    with pytest.raises((ValueError, TypeError), match=words):
+        run_zero_on_torch("dp", **{"n_ranks": 2, "steps": 1, **kwargs})

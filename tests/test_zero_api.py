@@ -9,6 +9,7 @@ import zero_stages
 from ringemu.backends.emulator import EmulatedWorld
 from ringemu.cli import main
 from zero_stages import STAGES, LossScaling, parity_with_dp, run_size_only, train
+from zero_stages.flat import MAX_PSI
 from zero_stages.precision import LossScaler
 
 
@@ -40,6 +41,12 @@ def test_public_api():
     (lambda: LossScaling("sometimes"), ValueError, "loss scaling"),
     (lambda: run_size_only("dp", 1025, psi=10), ValueError, "n_ranks"),
     (lambda: train("dp", 300, 1, "bf16", grads="blocks"), ValueError, "n_ranks=300"),
+    (lambda: train("dp", 99_999_999, 1), ValueError, "n_ranks must be at most 1024"),
+    (lambda: train("dp", 2, -5), ValueError, "steps"),
+    (lambda: run_size_only("dp", 8, psi=2 ** 61), ValueError, "psi must be .* <= 2_305_843_009_213_693_951"),
+    (lambda: run_size_only("dp", 8, psi=2 ** 64 + 1), ValueError, "psi"),
+    (lambda: run_size_only("dp", 8, unit_sizes=[2 ** 60, 2 ** 60]), ValueError, "unit_sizes must sum to at most"),
+    (lambda: run_size_only("dp", 8, psi=10, activation_bytes=2 ** 63), ValueError, "activation_bytes"),
 ])
 def test_bad_input_is_named(call, exc, words):
     with pytest.raises(exc, match=words):
@@ -48,9 +55,16 @@ def test_bad_input_is_named(call, exc, words):
 
 @pytest.mark.parametrize("argv", [
     ["zero", "--ranks", "0"], ["zero", "--ranks", "2", "--stage", "zero9"], ["zero", "--ranks", "2", "--units", "4,x"],
-    ["zero", "--ranks", "2", "--units", "4,0"], ["zero", "--ranks", "2", "--backend", "torch"],
+    ["zero", "--ranks", "2", "--units", "4,0"], ["zero", "--ranks", "2", "--backend", "torch", "--timeout", "-1"],
+    ["zero", "--ranks", "2", "--backend", "torch", "--timeout", "inf"], ["zero", "--ranks", "2", "--units="],
+    ["zero", "--ranks", "99999999"], ["zero", "--ranks", "2", "--steps", "-1"],
+    ["zero", "--ranks", "300", "--grads", "blocks"], ["zero", "--ranks", "2", "--init-scale", "nan"],
     ["zero", "--ranks", "2", "--dtype", "fp32"], ["memory", "--params", "0", "--ranks", "8"],
+    ["memory", "--params", str(2 ** 61), "--ranks", "8"], ["memory", "--params", "100", "--ranks", "1025"],
+    ["zero", "--ranks", "2", "--units", f"{2 ** 60},{2 ** 60}"],
     ["memory", "--params", "100", "--ranks", "-1"], ["memory", "--params", "100", "--ranks", "8", "--gpu-gb", "0"],
+    ["memory", "--params", "100", "--ranks", "8", "--gpu-gb", "inf"],
+    ["memory", "--params", "100", "--ranks", "8", "--gpu-gb", "nan"],
 ])
 def test_cli_bad_input_exits_2_with_one_line(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -58,6 +72,35 @@ def test_cli_bad_input_exits_2_with_one_line(argv, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ringemu: error:")
+    flags = {a for a in argv if a.startswith("--")} - {"--backend", "--grads"}
+    named = [f for f in flags if f.split("=")[0] in err[0]]
+    assert named, err[0]  # the message names the offending flag, not a Python parameter
+    assert not any(word in err[0] for word in ("n_ranks", "psi ", "timeout must"))
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 1024])
+def test_largest_psi_is_counted(ranks):
+    """Ψ = MAX_PSI = 2^61 - 1 runs size-only at any N (the largest buffer, 4 B per element, stays below 2^63 B);
+    DP holds 16 B per parameter on every rank."""
+    report = run_size_only("dp", ranks, psi=MAX_PSI)
+    assert MAX_PSI == 2 ** 61 - 1 and report.model_state_bytes_per_rank == [16 * MAX_PSI] * ranks
+
+
+def test_cli_gb_is_rounded_half_up(capsys):
+    """DP at N = 2 sends 2(N-1)/N·Ψ elements of 2 B = 2Ψ B per rank: Ψ = 175,000,000 gives 350,000,000 B,
+    exactly 0.35 GB, which the lesson's rule (one decimal, ties away from zero) prints as 0.4."""
+    assert main(["memory", "--params", "175000000", "--ranks", "2", "--gpu-gb", "40.5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    dp = out["stages"][0]
+    assert dp["traffic_sent_bytes_per_rank"] == [350_000_000, 350_000_000] and dp["traffic_gb"] == "0.4"
+    assert out["gpu_gb"] == "40.5"
+
+
+@pytest.mark.parametrize("argv", [["--ranks", "1", "--steps", "1"], ["--ranks", "2", "--steps", "0"]])
+def test_cli_ratio_when_dp_sends_nothing(argv, capsys):
+    assert main(["zero", "--stage", "zero3", "--grads", "blocks", *argv]) == 0
+    text = capsys.readouterr().out
+    assert "ratio to DP n/a (DP sends nothing)" in text and "None" not in text
 
 
 def test_cli_memory_anchor(capsys):
@@ -103,9 +146,10 @@ def test_overflow_on_one_rank_skips_everywhere():
 
 def test_dynamic_scale_grows_after_clean_steps():
     scaler = LossScaler(LossScaling("dynamic", init_scale=8.0, growth_interval=2))
-    for overflow in (False, False, True, False):
+    expected = (8.0, 16.0, 8.0, 8.0, 16.0)  # grows after two clean steps, halves on an overflow, counts afresh
+    for overflow, scale in zip((False, False, True, False, False), expected):
         scaler.update(overflow)
-    assert scaler.scale == 8.0  # 8 -> 16 after two clean steps -> 8 after an overflow
+        assert scaler.scale == scale, (overflow, scaler.scale)
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -1,9 +1,10 @@
 """Compiled kernels for the optimizer step: Adam, the gradient average, and the 16-bit casts, fused in one pass.
 
 These are the fast twins of the numpy reference code in :mod:`zero_stages.adam` (``adam_step_reference``),
-:mod:`zero_stages.averaging` and :func:`zero_stages.buffers.cast`; ``tests/test_adam_kernel.py`` checks them bit for
-bit against it. Each element is computed with the same fp32 operations in the same order as the reference (the
-order of ``torch.optim.Adam(foreach=False)`` on the CPU, see :mod:`zero_stages.adam`):
+:mod:`zero_stages.averaging`, :func:`zero_stages.buffers.cast` and :mod:`zero_stages.model` (``np.resize`` of the
+weights); ``tests/test_adam_kernel.py`` checks them bit for bit against it (NaN payloads aside where two NaNs
+meet in one operation, see :mod:`zero_stages.adam`). Each element is computed with the same fp32 operations in
+the same order as the reference (that of ``torch.optim.Adam(foreach=False)`` on the CPU):
 
 * fp32 ``+ - * /`` and ``sqrt`` are IEEE 754 correctly rounded operations in numba as in numpy (no fast-math, so
   LLVM neither reassociates nor contracts a multiply and an add into an fma);

@@ -30,7 +30,10 @@ roots differ.
 
 Two implementations of the same step: :func:`adam_step_reference` (numpy, written as the formulas above, the
 oracle) and the compiled one-pass kernel of :mod:`zero_stages._adam_kernel`, which :func:`adam_step` uses for
-``sqrt="numpy"`` when the JIT is on; they agree bit for bit (``tests/test_adam_kernel.py``).
+``sqrt="numpy"`` when the JIT is on; they agree bit for bit (``tests/test_adam_kernel.py``), for every gradient
+including inf and NaN. One case is left to the hardware: once master, m or v already hold a NaN and a second NaN
+arises in the same operation (e.g. a NaN master plus the 0/0 of a zero denominator), IEEE 754 does not say
+which NaN's sign and payload survive, and LLVM may swap the operands of an addition; both then give a NaN.
 """
 from __future__ import annotations
 

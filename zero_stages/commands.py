@@ -17,9 +17,9 @@ from ringemu.units import GB, format_gb
 
 from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, run_size_only, train
 from .closed_forms import STAGES
-from .flat import MAX_NUMEL
+from .flat import MAX_PSI
 from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
-from .report import StageReport, stage_json
+from .report import OVERFLOW_LABEL, StageReport, stage_json
 from .workload import GRADIENT_SOURCES
 
 __all__ = ["register", "zero_command", "memory_command", "BACKENDS", "NO_RATIO"]
@@ -71,7 +71,7 @@ def _positive_decimal(text: str) -> Decimal:
 
 
 def _unit_list(text: str) -> list[int]:
-    """An argparse ``type``: comma-separated integers >= 1 summing to at most 2^63 - 1."""
+    """An argparse ``type``: comma-separated integers >= 1 summing to at most MAX_PSI (2^61 - 1)."""
     allowed = "comma-separated integers >= 1"
     try:
         sizes = [int(x) for x in text.split(",")]
@@ -79,8 +79,8 @@ def _unit_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}") from None
     if any(x < 1 for x in sizes):
         raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
-    if sum(sizes) > MAX_NUMEL:
-        raise argparse.ArgumentTypeError(f"must sum to at most 2^63 - 1 = {MAX_NUMEL}; got {sum(sizes)}")
+    if sum(sizes) > MAX_PSI:
+        raise argparse.ArgumentTypeError(f"must sum to at most {MAX_PSI:_} parameters; got {sum(sizes):_}")
     return sizes
 
 
@@ -108,13 +108,14 @@ def register(subparsers) -> None:
     z.add_argument("--torch-algorithm", choices=("ring", "native"), default="ring",
                    help="torch backend: ringemu's ring schedule over send/recv (default; the emulator's summation "
                         "order), or the engine's own collectives (gloo's order)")
-    z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0, help="torch backend: seconds before a stage's run is "
-                   "declared hung and its processes are killed")
+    z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0,
+                   help="torch backend: seconds before a stage's run is declared hung and its processes are killed")
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
     m = subparsers.add_parser("memory", help="size-only model-state memory and traffic per rank of the four stages")
-    m.add_argument("--params", type=_integer(1, MAX_NUMEL), required=True, help="Ψ, the parameter count")
+    m.add_argument("--params", type=_integer(1, MAX_PSI), required=True,
+                   help=f"Ψ, the parameter count (1 to {MAX_PSI:_} = 2^61 - 1)")
     m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
     m.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80),
@@ -140,8 +141,9 @@ def _print_stage(report: StageReport, info: dict) -> None:
     for label, t in report.traffic_by_label.items():
         per = t["sent_bytes_per_rank"]
         shown = f"{per[0]} B" if len(set(per)) == 1 else f"{per} B"
+        note = "  [not in the total]" if label == OVERFLOW_LABEL else ""
         print(f"  {label:<22} {shown} (elements {t['sent_elements_per_rank'][0]}, "
-              f"padding {t['padding_elements_per_rank'][0]}){'  [not in the total]' if label == 'overflow_check' else ''}")
+              f"padding {t['padding_elements_per_rank'][0]}){note}")
 
 
 def _torch_command(args, units, scaling) -> int:
