@@ -1,11 +1,16 @@
-"""The one place ringemu meets numba: a ``jit`` decorator, two scalar bitcasts, and the JIT switch.
+"""The one place ringemu meets numba: the ``jit`` decorators, a few LLVM-level scalar operations, the JIT switch.
+
+The scalar operations are numba intrinsics (a few lines of LLVM IR each): float32 <-> uint32 bitcasts,
+binary16 <-> float32 with LLVM's ``half`` type (F16C on x86), bfloat16 <-> float32 in 32-bit integer operations,
+and a copy with non-temporal 64-byte stores plus the fence that orders it. Each has a plain numpy fallback with
+the same results for the JIT-disabled mode.
 
 Guarantees:
 
 * ``jit(fn)`` compiles ``fn`` lazily in nopython mode with ``nogil=True`` and numba's on-disk cache
   (``cache=True``): only the signatures actually called are compiled, and a later process loads them from disk.
 * ``RINGEMU_DISABLE_JIT=1`` (also ``true``/``yes``/``on``) makes ``jit`` return the plain Python function and the
-  bitcasts plain numpy; numba is then never imported. The variable is read once, when this module is imported.
+  scalar operations plain numpy; numba is then never imported. The variable is read once, when this module is imported.
 * numba itself is imported only when this module is (``ringemu.execute`` imports the kernels on the first real
   collective), so size-only counting and ``import ringemu`` never pay numba's start-up.
 
@@ -20,9 +25,11 @@ from __future__ import annotations
 import os
 import warnings
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["JIT_ENABLED", "jit", "jit_inline", "f32_to_bits", "bits_to_f32", "half_to_f32", "f32_to_half", "stream_copy", "store_fence",
+__all__ = ["JIT_ENABLED", "jit", "jit_inline", "f32_to_bits", "bits_to_f32", "half_to_f32", "f32_to_half", "bf16_to_f32_fast",
+           "f32_to_bf16_fast", "stream_copy", "store_fence",
            "jit_disabled_from_env"]
 
 _TRUE = ("1", "true", "yes", "on")
@@ -38,6 +45,8 @@ def jit_disabled_from_env(value: str | None) -> bool:
         return False
     raise ValueError(f"RINGEMU_DISABLE_JIT must be one of {', '.join(_TRUE + _FALSE[1:])} or empty; got {value!r}")
 
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 JIT_ENABLED = not jit_disabled_from_env(os.environ.get("RINGEMU_DISABLE_JIT"))
 
@@ -113,6 +122,36 @@ if JIT_ENABLED:
         return types.uint16(types.float32), codegen
 
     @intrinsic
+    def bf16_to_f32_fast(typingctx, bits):
+        """bfloat16 bits (uint16) -> float32: the bits become the top half (32-bit integer operations only)."""
+        if bits != types.uint16:
+            return None
+
+        def codegen(context, builder, signature, args):
+            wide = builder.shl(builder.zext(args[0], ir.IntType(32)), ir.IntType(32)(16))
+            return builder.bitcast(wide, ir.FloatType())
+
+        return types.float32(types.uint16), codegen
+
+    @intrinsic
+    def f32_to_bf16_fast(typingctx, value):
+        """float32 -> bfloat16 bits (uint16), round to nearest even; NaN -> 0x7FC0 with the sign kept, as
+        ml_dtypes does. 32-bit integer operations only, so that LLVM vectorises 16 lanes at a time."""
+        if value != types.float32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            f = builder.bitcast(args[0], i32)
+            lsb = builder.and_(builder.lshr(f, i32(16)), i32(1))
+            rounded = builder.lshr(builder.add(f, builder.add(lsb, i32(0x7FFF))), i32(16))
+            nan = builder.or_(builder.and_(builder.lshr(f, i32(16)), i32(0x8000)), i32(0x7FC0))
+            is_nan = builder.fcmp_unordered("uno", args[0], args[0])
+            return builder.trunc(builder.select(is_nan, nan, rounded), ir.IntType(16))
+
+        return types.uint16(types.float32), codegen
+
+    @intrinsic
     def stream_copy(typingctx, dst, src):
         """dst[:] = src (equal-length, same-dtype, contiguous 1-D arrays) with non-temporal 64-byte stores for the
         cache-line-aligned part of ``dst``: the destination is written without being read first (no
@@ -174,6 +213,14 @@ else:
     def half_to_f32(bits):
         """binary16 bits -> float32 (numpy's conversion)."""
         return np.uint16(bits).view(np.float16).astype(np.float32)
+
+    def bf16_to_f32_fast(bits):
+        """bfloat16 bits -> float32 (ml_dtypes' conversion)."""
+        return np.uint16(bits).view(_BF16).astype(np.float32)
+
+    def f32_to_bf16_fast(value):
+        """float32 -> bfloat16 bits, round to nearest even (ml_dtypes' conversion)."""
+        return np.float32(value).astype(_BF16).view(np.uint16)
 
     def stream_copy(dst, src):
         """dst[:] = src."""

@@ -34,6 +34,12 @@ __all__ = ["reduce_scatter", "all_gather", "all_reduce", "naive_all_reduce", "as
 
 def as_world(buffers, name: str = "world") -> np.ndarray | VirtualBuffer:
     """An (N, S) world from an array, a VirtualBuffer or a sequence of equal-length 1-D per-rank buffers."""
+    rows = _rows(buffers, name)
+    return np.stack(rows) if isinstance(rows, list) else rows
+
+
+def _rows(buffers, name: str) -> np.ndarray | VirtualBuffer | list[np.ndarray]:
+    """Validate a world without copying it: the (N, S) array, the VirtualBuffer, or the list of N rows."""
     if isinstance(buffers, VirtualBuffer):
         if buffers.ndim != 2 or buffers.shape[0] < 1:
             raise ValueError(f"{name} must have shape (n_ranks >= 1, numel); got {buffers.shape}")
@@ -46,7 +52,8 @@ def as_world(buffers, name: str = "world") -> np.ndarray | VirtualBuffer:
         if len(shapes) != 1 or len(dtypes) != 1 or buffers[0].ndim != 1:
             raise ValueError(f"{name}: per-rank buffers must be 1-D with one shape and dtype; got shapes "
                              f"{sorted(shapes)} and dtypes {sorted(map(str, dtypes))}")
-        world = np.stack(buffers)
+        resolve_dtype(buffers[0].dtype)  # raises for unsupported dtypes
+        return list(buffers)
     else:
         raise TypeError(f"{name} must be an (n_ranks, numel) numpy array, a VirtualBuffer, or a non-empty list "
                         f"of 1-D numpy arrays; got {type(buffers).__name__}")
@@ -62,10 +69,10 @@ def check_integer_sum(world: np.ndarray, name: str = "world") -> None:
         return
     info = np.iinfo(world.dtype)
     if world.dtype.itemsize <= 4:
-        total = world.astype(np.int64).sum(axis=0)  # exact: N·2^31 < 2^63
+        total = world.sum(axis=0, dtype=np.int64)  # exact: N·2^31 < 2^63; accumulates without a wide copy
         bad = np.flatnonzero((total > info.max) | (total < info.min))
     else:
-        approx = world.astype(np.float64).sum(axis=0)  # relative error < N·2^-53: only a screen
+        approx = world.sum(axis=0, dtype=np.float64)  # relative error < N·2^-53: only a screen
         suspect = np.flatnonzero(np.abs(approx) >= 2.0 ** 62)
         exact = [sum(int(v) for v in world[:, j]) for j in suspect]
         bad = [j for j, t in zip(suspect, exact) if not info.min <= t <= info.max]
@@ -75,9 +82,21 @@ def check_integer_sum(world: np.ndarray, name: str = "world") -> None:
                          f"outside {world.dtype} [{info.min}, {info.max}]; use a wider dtype or smaller values")
 
 
-def _padded(world: np.ndarray, layout: ChunkLayout) -> np.ndarray:
-    padded = np.zeros((world.shape[0], layout.padded_numel), dtype=world.dtype)  # the one extra world buffer
-    padded[:, :layout.numel] = world
+def _shape(rows) -> tuple[int, int]:
+    return (len(rows), rows[0].shape[0]) if isinstance(rows, list) else rows.shape
+
+
+def _padded(rows, layout: ChunkLayout) -> np.ndarray:
+    """The world, zero-padded to ``layout.padded_numel`` columns: the one extra world buffer a collective holds
+    (per-rank buffers are copied into it row by row, never stacked first)."""
+    n, dtype = len(rows), rows[0].dtype
+    padded = np.empty((n, layout.padded_numel), dtype=dtype)
+    padded[:, layout.numel:] = 0
+    if isinstance(rows, list):
+        for r, row in enumerate(rows):
+            padded[r, :layout.numel] = row
+    else:
+        padded[:, :layout.numel] = rows
     return padded
 
 
@@ -98,15 +117,15 @@ def _run(schedule: Schedule, layout: ChunkLayout, dtype, padded: np.ndarray | No
 def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "reduce_scatter",
                    mode: str = "fused") -> list:
     """Ring reduce-scatter: entry r of the result is chunk r of the sum over ranks, in ring order."""
-    world = as_world(world)
-    n, numel = world.shape
+    world = _rows(world, "world")
+    n, numel = _shape(world)
     layout = ChunkLayout(numel, n)
     if isinstance(world, VirtualBuffer):
         _run(ring_reduce_scatter(n), layout, world.dtype, None, ledger, label, mode)
         return [VirtualBuffer((layout.payload(r),), world.dtype) for r in range(n)]
-    check_integer_sum(world)
     padded = _padded(world, layout)
-    _run(ring_reduce_scatter(n), layout, world.dtype, padded, ledger, label, mode)
+    check_integer_sum(padded[:, :numel])
+    _run(ring_reduce_scatter(n), layout, padded.dtype, padded, ledger, label, mode)
     return [padded[r, layout.start(r):layout.start(r) + layout.payload(r)] for r in range(n)]
 
 
@@ -143,16 +162,16 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
 
 
 def _reduce_all(schedule_fn, world, ledger, label, mode):
-    world = as_world(world)
-    n, numel = world.shape
+    world = _rows(world, "world")
+    n, numel = _shape(world)
     schedule = schedule_fn(n)
     layout = ChunkLayout(numel, schedule.n_chunks)
     if isinstance(world, VirtualBuffer):
         _run(schedule, layout, world.dtype, None, ledger, label, mode)
         return VirtualBuffer((n, numel), world.dtype)
-    check_integer_sum(world)
     padded = _padded(world, layout)
-    _run(schedule, layout, world.dtype, padded, ledger, label, mode)
+    check_integer_sum(padded[:, :numel])
+    _run(schedule, layout, padded.dtype, padded, ledger, label, mode)
     return padded[:, :numel]
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import bits_to_f32, f32_to_bits, f32_to_half, half_to_f32, jit, jit_inline, store_fence, stream_copy
+from ._jit import (bf16_to_f32_fast, bits_to_f32, f32_to_bf16_fast, f32_to_bits, f32_to_half, half_to_f32, jit,
+                   jit_inline, store_fence, stream_copy)
 
 __all__ = [
     "f16_to_f32", "f32_to_f16", "bf16_to_f32", "f32_to_bf16", "copy_tile", "add_tile", "widen_tile",
@@ -106,9 +107,9 @@ def add_tile(dst, src, wire):
     if wire == _FP16:  # hardware conversions: the fp32 add quiets NaNs, so they match the software ones here
         for i in range(n):
             dst[i] = f32_to_half(half_to_f32(np.uint16(dst[i])) + half_to_f32(np.uint16(src[i])))
-    elif wire == _BF16:
+    elif wire == _BF16:  # the same conversions as bf16_to_f32 / f32_to_bf16, in 32-bit integer operations
         for i in range(n):
-            dst[i] = f32_to_bf16(bf16_to_f32(dst[i]) + bf16_to_f32(src[i]))
+            dst[i] = f32_to_bf16_fast(bf16_to_f32_fast(np.uint16(dst[i])) + bf16_to_f32_fast(np.uint16(src[i])))
     else:
         for i in range(n):
             dst[i] = dst[i] + src[i]
