@@ -74,10 +74,12 @@ def zero_table(d: dict) -> list[str]:
     if not z:
         return ["(not measured in this run)"]
     out = [f"N = {z['ranks']}, Ψ = {z['psi']:,} parameters in units of {z['unit_sizes'][0]:,}, bf16.", "",
-           "| stage | step s (fastest) | collectives alone s | floor s | step × floor |", "|---|---:|---:|---:|---:|"]
+           "| stage | step s (fastest) | collectives alone s | model alone s | optimizer alone s | floor s "
+           "| step × floor | (step − model) × floor |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in z["rows"]:
-        out.append(f"| {r['stage']} | {r['step_s_min']:.3f} | {r['collectives_s']:.3f} | {r['floor_s']:.4f} | "
-                   f"{r['x_floor']:.1f} |")
+        out.append(f"| {r['stage']} | {r['step_s_min']:.3f} | {r['collectives_s']:.3f} | {r['model_s']:.3f} | "
+                   f"{r['optimizer_s']:.3f} | {r['floor_s']:.4f} | {r['x_floor']:.1f} | "
+                   f"{r['x_floor_without_model']:.1f} |")
     return out
 
 
