@@ -28,7 +28,7 @@ import warnings
 import ml_dtypes
 import numpy as np
 
-__all__ = ["JIT_ENABLED", "jit", "jit_inline", "f32_to_bits", "bits_to_f32", "half_to_f32", "f32_to_half", "bf16_to_f32_fast",
+__all__ = ["JIT_ENABLED", "jit", "jit_inline", "fma_f32", "f32_to_bits", "bits_to_f32", "half_to_f32", "f32_to_half", "bf16_to_f32_fast",
            "f32_to_bf16_fast", "stream_copy", "store_fence",
            "jit_disabled_from_env"]
 
@@ -74,6 +74,18 @@ if JIT_ENABLED:
         """Like :func:`jit`, and inlined into jitted callers at numba's IR level (for small scalar functions:
         a call that LLVM does not inline keeps the caller's loop from vectorising, about 5x slower)."""
         return jit(fn, inline="always")
+
+    @intrinsic
+    def fma_f32(typingctx, a, b, c):
+        """a·b + c rounded once to fp32 (LLVM's ``llvm.fma.f32``: ``vfmadd`` on a CPU with FMA, a correctly
+        rounded ``fmaf`` call otherwise)."""
+        if not (a == b == c == types.float32):
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.fma(*args)
+
+        return types.float32(types.float32, types.float32, types.float32), codegen
 
     @intrinsic
     def f32_to_bits(typingctx, value):
@@ -201,6 +213,19 @@ else:
         return fn
 
     jit_inline = jit
+
+    def fma_f32(a, b, c):
+        """a·b + c rounded once to fp32: the fp64 sum (one rounding; a·b is exact in fp64) is made round-to-odd
+        with its exact error (TwoSum), so that rounding it to fp32 is correct (Boldo & Melquiond 2008)."""
+        ab = np.float64(a) * np.float64(b)
+        with np.errstate(all="ignore"):
+            s = ab + np.float64(c)
+            if s != 0 and np.isfinite(s):
+                back = s - ab
+                err = (ab - (s - back)) + (np.float64(c) - back)
+                if err != 0 and (int(np.array(s).view(np.int64)) & 1) == 0:
+                    s = np.nextafter(s, np.inf if err > 0 else -np.inf)
+            return np.float32(s)
 
     def f32_to_bits(value):
         """The IEEE-754 bits of a float32 as a uint32."""

@@ -10,7 +10,7 @@ the same order as the reference (that of ``torch.optim.Adam(foreach=False)`` on 
   LLVM neither reassociates nor contracts a multiply and an add into an fma);
 * the fused multiply-add is LLVM's ``llvm.fma.f32`` intrinsic, which LLVM defines as a·b + c rounded once (it is
   the ``vfmadd`` instruction on a CPU with FMA, a correctly rounded ``fmaf`` call otherwise);
-* fp32 -> bf16 rounds to nearest even with integer arithmetic on the bits (NaN: the top 16 bits, quieted, as
+* fp32 -> bf16 rounds to nearest even with integer arithmetic on the bits (NaN: 0x7FC0 with the sign, as
   ml_dtypes does); fp32 <-> fp16 use LLVM's ``fptrunc``/``fpext`` (IEEE conversions, as numpy).
 
 One pass reads each element's 16-bit reduced gradient (2 B) and master, m, v (12 B), and writes master, m, v
@@ -21,15 +21,17 @@ rank threads of an emulated world update their shards in parallel.
 With ``RINGEMU_DISABLE_JIT=1`` every function here is plain Python on numpy scalars (the fma then goes through
 fp64 with round-to-odd, Boldo & Melquiond 2008): same bits, only slow; callers use the numpy reference instead.
 All kernels live in this one file because numba's on-disk cache does not notice edits to jitted functions in
-other files.
+other files; the scalar operations they use (fma, bitcasts, 16-bit conversions) are the intrinsics of
+:mod:`ringemu._jit`, the one module that imports numba.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ringemu._jit import JIT_ENABLED, jit, jit_inline
+from ringemu._jit import (JIT_ENABLED, bits_to_f32, f32_to_bf16_fast, f32_to_bits, f32_to_half, fma_f32, half_to_f32,
+                          jit, jit_inline)
 
-__all__ = ["fma_f32", "bf16_bits", "fp16_bits", "adam_kernel", "average_kernel", "cast16_kernel", "fused_update_kernel",
+__all__ = ["adam_kernel", "average_kernel", "cast16_kernel", "fused_update_kernel",
            "fma_kernel", "expand16_kernel", "BF16", "FP16"]
 
 BF16, FP16 = 0, 1  # the 16-bit type codes the kernels take (wire_kind)
@@ -40,118 +42,20 @@ def _kernel(fn):
     ZeroDivisionError, and the per-element zero test that would keep LLVM from vectorising the loop is gone."""
     return jit(fn, error_model="numpy") if JIT_ENABLED else jit(fn)
 
-if JIT_ENABLED:
-    from llvmlite import ir
-    from numba import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def fma_f32(typingctx, a, b, c):
-        """a·b + c rounded once to fp32 (``llvm.fma.f32``)."""
-        if not (a == b == c == types.float32):
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.fma(*args)
-
-        return types.float32(types.float32, types.float32, types.float32), codegen
-
-    @intrinsic
-    def _f32_bits(typingctx, value):
-        """The IEEE-754 bits of a float32 as a uint32 (bitcast)."""
-        if value != types.float32:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.IntType(32))
-
-        return types.uint32(types.float32), codegen
-
-    @intrinsic
-    def _bits_f32(typingctx, bits):
-        """The float32 whose bits are the uint32 ``bits`` (bitcast)."""
-        if bits != types.uint32:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.FloatType())
-
-        return types.float32(types.uint32), codegen
-
-    @intrinsic
-    def _half_f32(typingctx, bits):
-        """binary16 bits (uint16) -> float32 (``fpext half``: exact)."""
-        if bits != types.uint16:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
-
-        return types.float32(types.uint16), codegen
-
-    @intrinsic
-    def fp16_bits(typingctx, value):
-        """float32 -> binary16 bits (uint16), round to nearest even (``fptrunc``)."""
-        if value != types.float32:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
-
-        return types.uint16(types.float32), codegen
-
-else:
-    def fma_f32(a, b, c):
-        """a·b + c rounded once to fp32: the fp64 sum (one rounding; a·b is exact in fp64) is made round-to-odd
-        with its exact error (TwoSum), so that rounding it to fp32 is correct (Boldo & Melquiond 2008)."""
-        ab = np.float64(a) * np.float64(b)
-        with np.errstate(all="ignore"):
-            s = ab + np.float64(c)
-            if s != 0 and np.isfinite(s):
-                back = s - ab
-                err = (ab - (s - back)) + (np.float64(c) - back)
-                if err != 0 and (int(np.array(s).view(np.int64)) & 1) == 0:
-                    s = np.nextafter(s, np.inf if err > 0 else -np.inf)
-            return np.float32(s)
-
-    def _f32_bits(value):
-        return np.uint32(np.array(value, dtype=np.float32).view(np.uint32))
-
-    def _bits_f32(bits):
-        return np.float32(np.array(bits, dtype=np.uint32).view(np.float32))
-
-    def _half_f32(bits):
-        return np.float32(np.array(bits, dtype=np.uint16).view(np.float16))
-
-    def fp16_bits(value):
-        with np.errstate(all="ignore"):
-            return np.uint16(np.array(value, dtype=np.float32).astype(np.float16).view(np.uint16))
-
-
-@jit_inline
-def bf16_bits(value):
-    """float32 -> bfloat16 bits (uint16): round to nearest even; inf stays inf, overflow gives inf; a NaN keeps
-    its top 16 bits with the quiet bit set (ml_dtypes' conversion)."""
-    bits = _f32_bits(value)
-    if value != value:
-        return np.uint16((bits >> np.uint32(16)) | np.uint32(0x40))
-    return np.uint16((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
-
-
 @jit_inline
 def _to_f32(bits, wire_kind):
     """16-bit bits (uint16) of type ``wire_kind`` -> float32 (exact)."""
     if wire_kind == 0:  # BF16
-        return _bits_f32(np.uint32(np.uint32(bits) << np.uint32(16)))
-    return _half_f32(bits)
+        return bits_to_f32(np.uint32(np.uint32(bits) << np.uint32(16)))
+    return half_to_f32(bits)
 
 
 @jit_inline
 def _from_f32(value, wire_kind):
     """float32 -> 16-bit bits of type ``wire_kind``."""
     if wire_kind == 0:  # BF16
-        return bf16_bits(value)
-    return fp16_bits(value)
+        return f32_to_bf16_fast(value)
+    return f32_to_half(value)
 
 
 @jit_inline
