@@ -173,3 +173,15 @@ def test_run_job_accepts_another_world():
     job = zero_stages.training_job(3, 2, "bf16", 0, "blocks", (7, 2))
     report = zero_stages.run_job("zero3", job, world_factory=factory)
     assert made == [3] and parity_with_dp(report, train("dp", 3, 2, "bf16", 0, "blocks", (7, 2)))
+
+
+def test_memory_command_takes_unit_sizes(capsys):
+    # Expected values: ZeRO §5.1's per-rank model states with each unit sharded on its own,
+    # 16·Σ ceil(S_u/N) for ZeRO-3 (here ceil(10/4) + ceil(7/4) + ceil(3/4) = 3 + 2 + 1 = 6 elements: 96 B),
+    # (2 + 2)·Ψ + 12·6 for ZeRO-1, 2·Ψ + 14·6 for ZeRO-2, 16·Ψ for DP, with Ψ = 20.
+    from ringemu.cli import main
+    assert main(["memory", "--units", "10,7,3", "--ranks", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["params"] == 20 and out["unit_sizes"] == [10, 7, 3]
+    got = {row["name"]: set(row["model_state_bytes_per_rank"]) for row in out["stages"]}
+    assert got == {"dp": {320}, "zero1": {152}, "zero2": {124}, "zero3": {96}}

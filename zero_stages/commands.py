@@ -114,8 +114,12 @@ def register(subparsers) -> None:
     z.set_defaults(handler=zero_command)
 
     m = subparsers.add_parser("memory", help="size-only model-state memory and traffic per rank of the four stages")
-    m.add_argument("--params", type=_integer(1, MAX_PSI), required=True,
-                   help=f"Ψ, the parameter count (1 to {MAX_PSI:_} = 2^61 - 1)")
+    size = m.add_mutually_exclusive_group(required=True)
+    size.add_argument("--params", type=_integer(1, MAX_PSI),
+                      help=f"Ψ, the parameter count (1 to {MAX_PSI:_} = 2^61 - 1), as one unit")
+    size.add_argument("--units", type=_unit_list,
+                      help="Ψ as unit (layer) sizes, comma-separated: each unit is sharded and, in ZeRO-3, gathered "
+                           "on its own, so the peak shows the largest units in flight")
     m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
     m.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80),
@@ -200,8 +204,9 @@ def zero_command(args) -> int:
 def memory_command(args) -> int:
     card = Fraction(args.gpu_gb) * GB  # bytes, exact
     rows = []
+    size = {"unit_sizes": args.units} if args.units else {"psi": args.params}
     for s in STAGES:
-        rep = run_size_only(s, args.ranks, psi=args.params, wire_dtype=args.dtype)
+        rep = run_size_only(s, args.ranks, wire_dtype=args.dtype, **size)
         worst = max(rep.model_state_bytes_per_rank)
         rows.append({
             "name": s,
@@ -211,19 +216,26 @@ def memory_command(args) -> int:
             "traffic_sent_bytes_per_rank": rep.traffic_sent_bytes_per_rank,
             "traffic_sent_elements_per_rank": rep.traffic_sent_elements_per_rank,
             "traffic_gb": format_gb(max(rep.traffic_sent_bytes_per_rank)),
+            "peak_bytes_per_rank": rep.peak_bytes_per_rank,
             "fits": worst <= card,
         })
-    out = {"params": args.params, "ranks": args.ranks, "gpu_gb": f"{args.gpu_gb:f}", "dtype": args.dtype,
-           "stages": rows}
+    psi = sum(args.units) if args.units else args.params
+    out = {"params": psi, "unit_sizes": args.units or [psi], "ranks": args.ranks, "gpu_gb": f"{args.gpu_gb:f}",
+           "dtype": args.dtype, "stages": rows}
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"Ψ = {args.params:,} parameters, N = {args.ranks} ranks, {args.dtype}, card {args.gpu_gb:f} GB "
+    shape = f" in {len(args.units)} units" if args.units else ""
+    print(f"Ψ = {psi:,} parameters{shape}, N = {args.ranks} ranks, {args.dtype}, card {args.gpu_gb:f} GB "
           f"(GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
     print(f"{'stage':<6} {'model states B/rank':>22} {'GB':>8} {'padding B':>10} {'fits':>5} "
-          f"{'traffic B/rank/step':>22} {'GB':>7}")
+          f"{'traffic B/rank/step':>22} {'GB':>7} {'peak B/rank':>18}")
     for r in rows:
         print(f"{r['name']:<6} {max(r['model_state_bytes_per_rank']):>22,} {r['model_state_gb']:>8} "
               f"{max(r['model_state_padding_bytes_per_rank']):>10,} {'yes' if r['fits'] else 'no':>5} "
-              f"{max(r['traffic_sent_bytes_per_rank']):>22,} {r['traffic_gb']:>7}")
+              f"{max(r['traffic_sent_bytes_per_rank']):>22,} {r['traffic_gb']:>7} "
+              f"{max(r['peak_bytes_per_rank']):>18,}")
+    print("peak: model states plus transient buffers (gathered parameters, gradient buckets, the fp32 averaged "
+          "gradient of one unit)" + ("" if args.units else "; Ψ is one unit here, so ZeRO-3 gathers all of it at "
+                                     "once: give --units for per-layer peaks (lesson claim M10)"))
     return 0
