@@ -109,7 +109,7 @@ def memory_check(n: int, numel: int) -> dict:
             "extra_world_buffers": peak / world.nbytes}
 
 
-def zero_step(n: int, log2: int, steps: int, stream_add_Bps: float) -> dict | None:
+def zero_step(n: int, log2: int, steps: int) -> dict | None:
     """benchmarks/zero_step.py's JSON, with each stage's time next to a bandwidth floor (see docs)."""
     if not have("zero_stages"):
         return _skip("zero", "zero_stages is not installed")
@@ -215,7 +215,7 @@ def main() -> None:
 
     if not args.no_zero:
         print("== ZeRO training step ==", flush=True)
-        out["zero"] = zero_step(n, args.log2_numel, 2, main_case["stream"]["add_GBps"] * 1e9)
+        out["zero"] = zero_step(n, args.log2_numel, 2)
 
     # -- targets -------------------------------------------------------------------------------------------------
     t = []

@@ -14,6 +14,11 @@ Guarantees:
 * numba itself is imported only when this module is (``ringemu.execute`` imports the kernels on the first real
   collective), so size-only counting and ``import ringemu`` never pay numba's start-up.
 
+Limits: numba keys its on-disk cache on the kernel's own source file, so an edit to this file alone does not
+invalidate kernels cached from ``kernels.py`` or ``zero_stages/_adam_kernel.py`` (delete the cache after editing
+it). ``half_to_f32`` / ``f32_to_half`` need F16C on x86-64 (every x86 CPU since 2012); ``f32_to_half`` quiets a
+signalling NaN where numpy keeps it.
+
 Cache location (no environment variable is set or changed here): numba tries, in order, ``NUMBA_CACHE_DIR`` if
 the user set it, the ``__pycache__`` directory beside ``kernels.py`` if it is writable, and otherwise a user-wide
 cache directory (``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba`` on Linux). A package installed read-only
@@ -256,5 +261,9 @@ else:
         """Nothing to order without the JIT."""
 
     def f32_to_half(value):
-        """float32 -> binary16 bits, round to nearest even (numpy's conversion)."""
-        return np.float32(value).astype(np.float16).view(np.uint16)
+        """float32 -> binary16 bits, round to nearest even (numpy's conversion); a signalling NaN is quieted
+        first, as ``fptrunc`` does, so that JIT on and off agree."""
+        value = np.float32(value)
+        if value != value:
+            value = np.uint32(value.view(np.uint32) | np.uint32(0x00400000)).view(np.float32)
+        return value.astype(np.float16).view(np.uint16)

@@ -29,7 +29,7 @@ __all__ = ["MODES", "STREAMING_BYTES", "run_schedule", "default_tile", "default_
 MODES = ("fused", "step", "reference")
 # Worlds of at least this many bytes are copied with streaming (non-temporal) stores, which skip reading the
 # destination first but leave nothing in cache: a 1 MiB all-gather took 2x as long with them, a 512 MiB one
-# 0.6x (development machine).
+# 0.6x (measured on the benchmark machine of docs/performance.md).
 STREAMING_BYTES = 32 << 20
 
 _REASONS = {1: "a rank outside 0..n_ranks-1", 2: "a chunk outside 0..n_chunks-1", 3: "an op other than COPY/ADD",
@@ -42,8 +42,8 @@ def default_tile(itemsize: int) -> int:
     touches stay in L1/L2. Chunks that are only copied (all-gather) use 16 times that: their destinations are
     written with streaming stores and do not occupy the cache.
 
-    Measured on the development machine (N = 8, S = 2^24 fp32, fused all-reduce, one thread): 4 KiB tiles
-    46 ms, 8 KiB 56 ms, 32 KiB 66 ms; at N = 64, S = 2^20: 2 KiB 35 ms, 4 KiB 39 ms, 32 KiB 49 ms.
+    Measured on the benchmark machine of docs/performance.md (N = 8, S = 2^24 fp32, fused all-reduce, one
+    thread): 4 KiB tiles 46 ms, 8 KiB 56 ms, 32 KiB 66 ms; at N = 64, S = 2^20: 2 KiB 35 ms, 4 KiB 39 ms, 32 KiB 49 ms.
     """
     return max(1, 4096 // itemsize)
 

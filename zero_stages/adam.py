@@ -5,9 +5,9 @@ the update of element j needs only grad[j], m[j], v[j] and master[j].
 
 Operation order: that of ``torch.optim.Adam(foreach=False)`` on the CPU in fp32 (``torch/optim/adam.py``,
 ``_single_tensor_adam``, non-capturable branch), down to the roundings of ATen's CPU kernels (torch 2.13 with
-its AVX-512 kernels, as measured on this machine: the vectorized loops use fused multiply-adds, and the
-scalar tails round the same way, as lengths 1, 31 and 33 show; a CPU without FMA would round differently). Each line
-below names the torch call and the kernel formula it runs; ``fma(a, b, c)`` is a·b + c rounded once to fp32:
+its AVX-512 kernels, as measured on the x86-64 machine of docs/real_engine.md: the vectorized loops use fused
+multiply-adds, and the scalar tails round the same way, as lengths 1, 31 and 33 show; a CPU without FMA would
+round differently). Each line below names the torch call and the kernel formula it runs; ``fma(a, b, c)`` is a·b + c rounded once to fp32:
 
     weight decay, coupled:   g = fma(master, wd, g)            # grad.add(param, alpha=wd): fmadd(other, alpha, self)
     weight decay, decoupled: master = master * f32(1 - lr·wd)   # param.mul_(1 - lr * wd)
@@ -21,7 +21,7 @@ below names the torch call and the kernel formula it runs; ``fma(a, b, c)`` is a
     master = master + (f32(-step_size)·m) / denom                # param.addcdiv_(exp_avg, denom, value=-step_size)
 
 One operation is not reproduced: ``torch.sqrt`` on fp32 CPU tensors calls Intel MKL's ``vmsSqrt`` in its
-high-accuracy mode (``ATen/cpu/vml.h``, ``VML_HA``), which is not correctly rounded: measured on this machine it
+high-accuracy mode (``ATen/cpu/vml.h``, ``VML_HA``), which is not correctly rounded: measured on that machine it
 is 1 ulp below the correctly rounded square root (``np.sqrt``) for about 0.7 % of inputs (error up to 0.55 ulp),
 elementwise and independent of array length or position. ``AdamConfig(sqrt="torch")`` substitutes ``torch.sqrt``
 for that one operation; with it this step equals ``torch.optim.Adam(foreach=False)`` bit for bit (master, m, v).
@@ -122,6 +122,8 @@ def _check_args(master, grad, m, v, step) -> None:
     for name, a in (("master", master), ("grad", grad), ("m", m), ("v", v)):
         if not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.ndim != 1 or a.shape != grad.shape:
             raise TypeError(f"adam_step: {name} must be a 1-D float32 array of length {grad.shape}")
+        if name != "grad" and not a.flags.writeable:
+            raise ValueError(f"adam_step: {name} is updated in place and must be writeable; got a read-only array")
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
         raise ValueError(f"adam_step: step must be an integer counting from 1; got {step!r}")
 

@@ -57,17 +57,30 @@ def write(dst, src) -> None:
     dst[...] = src
 
 
+def quiet_signalling_nans(values: np.ndarray) -> np.ndarray:
+    """fp32 ``values`` with every signalling NaN made quiet (quiet bit 0x00400000 set, payload and sign kept)."""
+    bits = values.view(np.uint32)
+    signalling = np.isnan(values) & ((bits & np.uint32(0x00400000)) == 0)
+    return np.where(signalling, bits | np.uint32(0x00400000), bits).view(np.float32) if signalling.any() else values
+
+
 def cast(src, dtype):
     """``src`` converted to ``dtype`` (round to nearest even); size-only stays size-only. fp32 -> bf16/fp16 of a
-    1-D array runs the compiled kernel when the JIT is on (the same bits as ``astype``)."""
+    1-D array runs the compiled kernel when the JIT is on: the same bits as ``astype``, except that an fp32
+    signalling NaN becomes a quiet fp16 NaN (the CPU's F16C conversion quiets it); the JIT-off path quiets it the
+    same way first, so both paths agree."""
     if is_virtual(src):
         return VirtualBuffer(src.shape, dtype)
     from ringemu._jit import JIT_ENABLED
 
     from .averaging import wire_kind
     kind = wire_kind(dtype)
+    if src.dtype == np.float32 and np.dtype(dtype) == np.float16:
+        src_for_astype = quiet_signalling_nans(src)
+    else:
+        src_for_astype = src
     if not JIT_ENABLED or kind is None or src.dtype != np.float32 or src.ndim != 1:
-        return src.astype(dtype)
+        return src_for_astype.astype(dtype)
     from ._adam_kernel import cast16_kernel
     out = np.empty(src.shape, dtype)
     cast16_kernel(src, kind, out.view(np.uint16))
