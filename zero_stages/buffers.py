@@ -13,7 +13,7 @@ import numpy as np
 from ringemu.memory import MemoryLedger
 from ringemu.virtual import VirtualBuffer, is_virtual
 
-__all__ = ["Arena", "part", "write", "cast", "snapshot"]
+__all__ = ["Arena", "part", "write", "cast", "snapshot", "quiet_signalling_nans", "full_weights16"]
 
 
 class Arena:
@@ -90,3 +90,14 @@ def cast(src, dtype):
 def snapshot(buffer):
     """A private copy for the run's history (None for size-only)."""
     return None if is_virtual(buffer) else np.array(buffer, copy=True)
+
+
+def full_weights16(arena, job) -> list:
+    """Every unit's whole 16-bit parameters (2 B each, ZeRO §3.1), allocated through the MemoryLedger and filled
+    with the job's initial fp32 values rounded once to the 16-bit type (nothing to fill when size-only)."""
+    weights16 = [arena.alloc(f"weights16[{u}]", "weights16", s, job.wire) for u, s in enumerate(job.flat.unit_sizes)]
+    for u, buf in enumerate(weights16):
+        initial = job.init_unit(u)
+        if initial is not None:
+            write(buf, initial.astype(job.wire))
+    return weights16

@@ -15,7 +15,7 @@ every unit; the 16-bit weights and gradients stay whole: 2Ψ + 2Ψ + 12·Σ_u ce
 """
 from __future__ import annotations
 
-from .buffers import Arena, part, write
+from .buffers import Arena, full_weights16, part, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
@@ -30,13 +30,9 @@ def run_rank(comm, job: Job) -> RankResult:
     mine = [flat.shard_slice(u, rank) for u in units]  # rank r's chunk of each unit
 
     # Model states: whole 16-bit weights and gradients, the optimizer states of this rank's shard only.
-    weights16 = [arena.alloc(f"weights16[{u}]", "weights16", s, wire) for u, s in enumerate(flat.unit_sizes)]
+    weights16 = full_weights16(arena, job)
     grads16 = [arena.alloc(f"grads16[{u}]", "grads16", s, wire) for u, s in enumerate(flat.unit_sizes)]
     opt = OptimizerShard(arena, mine, [flat.shard_numel(u) for u in units], job.init_unit, job.adam)
-    for u in units:
-        initial = job.init_unit(u)
-        if initial is not None:
-            write(weights16[u], initial.astype(wire))
     scaler, rec = LossScaler(job.loss_scaling), Recorder(job, rank)
     held = [(u, 0, weights16[u]) for u in units]
 

@@ -15,7 +15,7 @@ per rank:
 """
 from __future__ import annotations
 
-from .buffers import Arena, part, write
+from .buffers import Arena, full_weights16, part, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
@@ -31,14 +31,10 @@ def run_rank(comm, job: Job) -> RankResult:
     shard_numel = [flat.shard_numel(u) for u in units]  # ceil(S_u/N), padding included
 
     # Model states: whole 16-bit weights; this rank's shard of the 16-bit gradients and optimizer states.
-    weights16 = [arena.alloc(f"weights16[{u}]", "weights16", s, wire) for u, s in enumerate(flat.unit_sizes)]
+    weights16 = full_weights16(arena, job)
     grads16 = [arena.alloc(f"grads16[{u}]", "grads16", shard_numel[u], wire,
                            padding=shard_numel[u] - (mine[u].stop - mine[u].start)) for u in units]
     opt = OptimizerShard(arena, mine, shard_numel, job.init_unit, job.adam)
-    for u in units:
-        initial = job.init_unit(u)
-        if initial is not None:
-            write(weights16[u], initial.astype(wire))
     scaler, rec = LossScaler(job.loss_scaling), Recorder(job, rank)
     held = [(u, 0, weights16[u]) for u in units]
 
