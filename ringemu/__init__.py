@@ -9,8 +9,9 @@ from .layout import ChunkLayout
 from .ledger import CommLedger, RankTraffic, Traffic
 from .memory import MemoryLedger
 from .provenance import ProvenanceError, check_provenance
-from .schedule import (ADD, COPY, Schedule, Transfer, naive_reduce_broadcast, ring_all_gather, ring_all_reduce,
-                       ring_reduce_scatter, schedule_for)
+from .algorithms import schedule_for
+from .algorithms.ring import naive_reduce_broadcast, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .schedule import ADD, COPY, Schedule, Transfer
 from .trace import trace_collective, trace_schedule
 from .virtual import VirtualBuffer
 

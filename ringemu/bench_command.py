@@ -29,7 +29,8 @@ import numpy as np
 from .dtypes import dtype_name, resolve_dtype
 from .execute import default_threads, run_schedule
 from .layout import ChunkLayout
-from .schedule import ADD, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .algorithms.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .schedule import ADD
 
 __all__ = ["Timing", "time_it", "time_interleaved", "stream_calls", "stream_rates", "floor_bytes", "ring_model_bytes", "bus_factor", "numpy_loop",
            "bench_collectives", "render", "register", "OPS"]

@@ -25,8 +25,8 @@ from .dtypes import resolve_dtype
 from .execute import MODES, run_schedule
 from .layout import ChunkLayout
 from .ledger import CommLedger
-from .schedule import Schedule, naive_reduce_broadcast, ring_all_gather, ring_all_reduce, \
-    ring_reduce_scatter
+from .algorithms.ring import naive_reduce_broadcast, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .schedule import Schedule
 from .virtual import VirtualBuffer
 
 __all__ = ["reduce_scatter", "all_gather", "all_reduce", "naive_all_reduce", "as_world", "check_integer_sum"]

@@ -24,7 +24,8 @@ from .blocks import check_integer_blocks, integer_blocks, value_bound
 from .dtypes import dtype_name, resolve_dtype
 from .layout import ChunkLayout, check_numel
 from .ledger import CommLedger
-from .schedule import SCHEDULES, check_n_ranks
+from .algorithms import op_names
+from .schedule import check_n_ranks
 from .testing import shards_of
 from .trace import trace_collective
 from .units import GB, format_gb
@@ -40,7 +41,7 @@ _RUN = {"reduce-scatter": collectives.reduce_scatter, "all-gather": collectives.
 
 def register(subparsers) -> None:
     """Add ``demo``, ``run``, ``trace`` and ``count`` to the ``ringemu`` dispatcher."""
-    ops = list(SCHEDULES)
+    ops = list(op_names())
     p = subparsers.add_parser("demo", help="the lesson's ring all-reduce on 8 ranks, step by step")
     p.add_argument("--ranks", type=int, default=8, help="number of ranks N (default 8)")
     p.add_argument("--numel", type=int, default=8, help="elements per rank (default 8: one per chunk)")

@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import collectives
+from .algorithms import op_names
 from .blocks import integer_blocks
 from .dtypes import DTYPES, resolve_dtype
 from .layout import ChunkLayout
@@ -30,7 +31,7 @@ __all__ = ["AWKWARD_SIZES", "OPS", "ring_sizes", "buffer_sizes", "dtype_names", 
            "float_worlds", "shards_of", "assert_matches_ringemu"]
 
 AWKWARD_SIZES = (0, 1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127)  # 0, 1 and primes: never a multiple of N > 1
-OPS = ("reduce-scatter", "all-gather", "all-reduce", "naive-all-reduce")
+OPS = op_names()
 FLOAT_DTYPES = ("fp16", "bf16", "fp32", "fp64")
 
 

@@ -21,7 +21,8 @@ from .dtypes import dtype_name
 from .execute import run_schedule
 from .layout import ChunkLayout, check_numel
 from .provenance import initial_provenance, run_provenance
-from .schedule import ADD, Schedule, Transfer, check_n_ranks, schedule_for
+from .algorithms import schedule_for
+from .schedule import ADD, Schedule, Transfer, check_n_ranks
 
 __all__ = ["MAX_RANKS", "MAX_NUMEL", "TraceStep", "Trace", "trace_schedule", "trace_collective", "format_ranks"]
 

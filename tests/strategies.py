@@ -5,13 +5,15 @@ and float worlds) plus a few that only the test suite needs.
 """
 from hypothesis import strategies as st
 
+from ringemu.algorithms import op_names, schedule_for
 from ringemu.testing import (AWKWARD_SIZES, buffer_sizes, dtype_names, float_worlds, integer_worlds, ring_sizes,
                              seeds)
 
 __all__ = ["AWKWARD_SIZES", "OPS", "RING_OPS", "ring_sizes", "buffer_sizes", "dtype_names", "seeds",
            "integer_worlds", "float_worlds", "ops", "world_shapes", "large_ring_sizes", "lesson_sizes"]
 
-OPS = ("reduce-scatter", "all-gather", "all-reduce", "naive-all-reduce")
+OPS = op_names()
+SCHEDULES = {op: (lambda n, op=op: schedule_for(op, n)) for op in OPS}  # op name -> builder of its default
 RING_OPS = OPS[:3]
 
 

@@ -8,7 +8,7 @@ from ringemu.blocks import integer_blocks
 from ringemu.dtypes import DTYPES
 from ringemu.layout import ChunkLayout
 from ringemu.reference import hop_add, ring_sum_reference, run_schedule_reference
-from ringemu.schedule import naive_reduce_broadcast
+from ringemu.algorithms.ring import naive_reduce_broadcast
 from ringemu.testing import shards_of
 from ringemu.virtual import VirtualBuffer
 from strategies import float_worlds, integer_worlds, ops

@@ -15,7 +15,8 @@ from hypothesis import given, strategies as st
 import ringemu
 from ringemu._jit import jit_disabled_from_env
 from ringemu.execute import MODES, default_tile, run_schedule
-from ringemu.schedule import ADD, COPY, Schedule, ring_all_reduce, ring_reduce_scatter
+from ringemu.algorithms.ring import ring_all_reduce, ring_reduce_scatter
+from ringemu.schedule import ADD, COPY, Schedule
 
 from test_kernels import assert_modes_agree
 
@@ -26,7 +27,8 @@ HASH_SCRIPT = """
 import hashlib, numpy as np
 from ringemu.dtypes import DTYPES
 from ringemu.execute import run_schedule
-from ringemu.schedule import SCHEDULES
+from ringemu.algorithms import op_names, schedule_for
+SCHEDULES = {op: (lambda n, op=op: schedule_for(op, n)) for op in op_names()}
 h = hashlib.sha256()
 rng = np.random.default_rng(3)
 for name, dtype in DTYPES.items():

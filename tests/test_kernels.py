@@ -13,8 +13,8 @@ from ringemu.dtypes import DTYPES
 from ringemu.execute import run_schedule
 from ringemu.layout import ChunkLayout
 from ringemu.ledger import CommLedger
-from ringemu.schedule import SCHEDULES, naive_reduce_broadcast, ring_all_gather, ring_all_reduce, \
-    ring_reduce_scatter
+from ringemu.algorithms.ring import naive_reduce_broadcast, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from strategies import SCHEDULES
 
 from strategies import float_worlds, integer_worlds, ops, seeds
 

@@ -11,7 +11,8 @@ from ringemu.dtypes import DTYPES
 from ringemu.layout import ChunkLayout
 from ringemu.ledger import CommLedger
 from ringemu.execute import run_schedule
-from ringemu.schedule import ring_all_reduce, ring_reduce_scatter, schedule_for
+from ringemu.algorithms import schedule_for
+from ringemu.algorithms.ring import ring_all_reduce, ring_reduce_scatter
 from ringemu.testing import shards_of
 from ringemu.virtual import VirtualBuffer
 from strategies import dtype_names, integer_worlds, large_ring_sizes, lesson_sizes, ops, ring_sizes

@@ -4,9 +4,13 @@ import pytest
 from hypothesis import given
 
 from ringemu.provenance import ProvenanceError, check_provenance, expected_provenance, run_provenance
-from ringemu.schedule import (ADD, COPY, Schedule, _ring_table, naive_reduce_broadcast, ring_all_gather,
-                              ring_all_reduce, ring_reduce_scatter)
+from ringemu.algorithms.ring import _fill_ring, naive_reduce_broadcast, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from ringemu.schedule import ADD, COPY, Schedule, new_table
 from strategies import ring_sizes
+
+def _ring_table(n: int, chunk_offset: int, op: int) -> np.ndarray:
+    return _fill_ring(new_table((n - 1) * n), n, 0, chunk_offset, op)
+
 
 BUILDERS = (ring_reduce_scatter, ring_all_gather, ring_all_reduce, naive_reduce_broadcast)
 
@@ -63,7 +67,7 @@ def test_a_dropped_transfer_is_rejected(n):
 @given(n=ring_sizes(2, 16))
 def test_off_by_one_chunk_is_rejected(n):
     s = ring_reduce_scatter(n)
-    broken = variant(s, _ring_table(n, 0, 0, ADD))  # starts chunk c at rank c instead of c + 1
+    broken = variant(s, _ring_table(n, 0, ADD))  # starts chunk c at rank c instead of c + 1
     with pytest.raises(ProvenanceError):
         check_provenance(broken)
 
@@ -80,7 +84,7 @@ def test_a_contribution_added_twice_is_rejected(n):
 
 def test_reading_an_undefined_chunk_is_rejected():
     s = ring_all_gather(4)
-    broken = variant(s, _ring_table(4, 0, 1, COPY))  # rank r starts by forwarding chunk r + 1, which it lacks
+    broken = variant(s, _ring_table(4, 1, COPY))  # rank r starts by forwarding chunk r + 1, which it lacks
     with pytest.raises(ProvenanceError, match="step 0: 0 -> 1, chunk 1: rank 0 sends an undefined chunk"):
         check_provenance(broken)
 

@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from ringemu.schedule import (ADD, COPY, SCHEDULES, Transfer, naive_reduce_broadcast, ring_all_gather,
-                              ring_all_reduce, ring_reduce_scatter, schedule_for)
+from ringemu.algorithms import schedule_for
+from ringemu.algorithms.ring import naive_reduce_broadcast, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from ringemu.schedule import ADD, COPY, Transfer
+from strategies import SCHEDULES
 from strategies import large_ring_sizes, ring_sizes
 
 

@@ -8,7 +8,8 @@ from hypothesis import given
 from ringemu import collectives
 from ringemu.provenance import run_provenance
 from ringemu.reference import run_schedule_reference
-from ringemu.schedule import Schedule, schedule_for
+from ringemu.algorithms import schedule_for
+from ringemu.schedule import Schedule
 from ringemu.testing import shards_of
 from ringemu.trace import MAX_NUMEL, MAX_RANKS, format_ranks, trace_collective, trace_schedule
 from strategies import float_worlds, integer_worlds, ops

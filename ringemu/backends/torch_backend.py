@@ -31,7 +31,8 @@ from ..dtypes import BFLOAT16, resolve_dtype
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..reference import hop_add
-from ..schedule import ADD, COPY, Schedule, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from ..algorithms.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from ..schedule import ADD, COPY, Schedule
 from ..virtual import VirtualBuffer, is_virtual
 
 __all__ = ["TorchCommunicator", "ALGORITHMS", "to_torch", "to_numpy"]

@@ -1,0 +1,140 @@
+"""The algorithm catalog: one registry maps (collective, algorithm name) to a schedule builder and its metadata.
+
+This package is the one home of collective names and algorithm names. Every consumer (the collectives, the
+emulated world and the Communicators, the torch backend, the CLI, ``ringemu.testing``, ``bench``, the proofs)
+reads :data:`REGISTRY` through :func:`algorithm`, :func:`build`, :func:`names` and :func:`resolve_op`, and lists
+no names of its own.
+
+Adding an algorithm is one new file in this package (a family module that defines :class:`Algorithm` entries in a
+module-level ``ALGORITHMS`` tuple) plus its line in :data:`_FAMILIES`; ``docs/algorithms.md`` walks through it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+from ..schedule import Schedule, check_n_ranks
+
+__all__ = [
+    "COLLECTIVES", "DEFAULT_ALGORITHM", "OP_ALIASES", "Algorithm", "REGISTRY", "algorithm", "build", "names",
+    "resolve_op", "op_names", "schedule_for",
+]
+
+# The collectives a schedule can implement (CLI spelling). A schedule's postcondition says what it leaves:
+COLLECTIVES = ("reduce-scatter", "all-gather", "all-reduce")
+DEFAULT_ALGORITHM = "ring"
+# Op names kept for the command line and older callers: op -> (collective, algorithm)
+OP_ALIASES = {"naive-all-reduce": ("all-reduce", "naive")}
+
+# α-β cost model of a textbook formula: (n_ranks, nbytes per rank S, α seconds per message step, β seconds per
+# byte) -> seconds, exact.
+CostModel = Callable[[int, int, Fraction, Fraction], Fraction]
+
+
+def _any_n(n_ranks: int) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One catalog entry: ``build(n_ranks)`` returns the :class:`~ringemu.schedule.Schedule`.
+
+    ``cost`` is the textbook α-β time (Thakur, Rabenseifner & Gropp 2005 notation: α per message, β per byte,
+    S bytes per rank), exact as a Fraction; the ledger's modelled time is measured from the schedule itself and
+    equals it where the textbook's assumptions hold (S divisible as the algorithm needs, one link class).
+    ``unsupported(n_ranks)`` returns None, or the reason this algorithm cannot run on ``n_ranks`` ranks.
+    """
+
+    collective: str
+    name: str
+    build: Callable[[int], Schedule]
+    summary: str  # one line: what it does
+    source: str  # who invented it, the paper and section
+    engines: str  # which engines use it
+    cost: CostModel
+    unsupported: Callable[[int], str | None] = field(default=_any_n)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.collective, self.name)
+
+
+def _families():
+    from . import ring  # one import per family module; order is the catalog's display order
+    return (ring,)
+
+
+def _collect() -> dict[tuple[str, str], Algorithm]:
+    registry: dict[tuple[str, str], Algorithm] = {}
+    for module in _families():
+        for entry in module.ALGORITHMS:
+            if entry.collective not in COLLECTIVES:
+                raise AssertionError(f"{module.__name__}: unknown collective {entry.collective!r}")
+            if entry.key in registry:
+                raise AssertionError(f"{module.__name__}: {entry.key} registered twice")
+            registry[entry.key] = entry
+    return registry
+
+
+REGISTRY: dict[tuple[str, str], Algorithm] = _collect()
+
+
+def names(collective: str | None = None) -> tuple[str, ...]:
+    """Algorithm names, for one collective or (without an argument) for any, in catalog order."""
+    if collective is not None:
+        _check_collective(collective)
+    seen = dict.fromkeys(name for (c, name) in REGISTRY if collective in (None, c))
+    return tuple(seen)
+
+
+def op_names() -> tuple[str, ...]:
+    """Every op name the command line accepts: the collectives and the aliases."""
+    return COLLECTIVES + tuple(OP_ALIASES)
+
+
+def _check_collective(collective: object) -> str:
+    if collective not in COLLECTIVES:
+        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}; got {collective!r}")
+    return collective  # type: ignore[return-value]
+
+
+def resolve_op(op: str, algorithm_name: str | None = None) -> tuple[str, str]:
+    """(collective, algorithm) for an op name as typed (``all-reduce``, ``naive-all-reduce``) and an optional
+    algorithm; an alias fixes its algorithm, and a different explicit one is an error."""
+    if op in OP_ALIASES:
+        collective, fixed = OP_ALIASES[op]
+        if algorithm_name not in (None, fixed):
+            raise ValueError(f"op {op!r} is the {fixed!r} algorithm of {collective}; drop --algorithm or use "
+                             f"--op {collective}")
+        return collective, fixed
+    if op not in COLLECTIVES:
+        raise ValueError(f"op must be one of {', '.join(op_names())}; got {op!r}")
+    return op, algorithm_name if algorithm_name is not None else DEFAULT_ALGORITHM
+
+
+def algorithm(collective: str, name: str = DEFAULT_ALGORITHM) -> Algorithm:
+    """The catalog entry, or a ValueError that lists what is available for ``collective``."""
+    _check_collective(collective)
+    try:
+        return REGISTRY[(collective, name)]
+    except (KeyError, TypeError):
+        raise ValueError(f"algorithm for {collective} must be one of {', '.join(names(collective))}; "
+                         f"got {name!r}") from None
+
+
+def build(collective: str, n_ranks: int, name: str = DEFAULT_ALGORITHM) -> Schedule:
+    """The schedule of ``name`` for ``collective`` on ``n_ranks`` ranks (a clear ValueError where the algorithm
+    does not support that N)."""
+    entry = algorithm(collective, name)
+    n = check_n_ranks(n_ranks)
+    reason = entry.unsupported(n)
+    if reason is not None:
+        raise ValueError(f"{collective} algorithm {name!r} does not support n_ranks={n}: {reason}")
+    return entry.build(n)
+
+
+def schedule_for(op: str, n_ranks: int, algorithm_name: str | None = None) -> Schedule:
+    """The schedule of an op named as on the command line (``reduce-scatter``, ``naive-all-reduce``, ...)."""
+    collective, name = resolve_op(op, algorithm_name)
+    return build(collective, n_ranks, name)

@@ -1,0 +1,100 @@
+"""The ring family: ring reduce-scatter, all-gather and all-reduce, and the naive reduce-then-broadcast contrast.
+
+The ring algorithms follow Patarasuk & Yuan (2009), "Bandwidth optimal all-reduce algorithms for clusters of
+workstations", §3, with the convention that after reduce-scatter rank ``r`` holds the fully reduced chunk ``r``.
+The transfers are written straight into the int64 table (no per-transfer Python objects), so a schedule for
+N = 1024 ranks (about a million transfers) is built in milliseconds.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..schedule import ADD, COPY, Schedule, check_n_ranks, new_table
+from . import Algorithm
+
+__all__ = ["ring_reduce_scatter", "ring_all_gather", "ring_all_reduce", "naive_reduce_broadcast", "ALGORITHMS"]
+
+
+def _fill_ring(out: np.ndarray, n: int, first_step: int, chunk_offset: int, op: int) -> np.ndarray:
+    """Fill ``out`` ((N-1)·N rows) with N-1 ring steps: at step s rank r sends chunk (r - s + chunk_offset) mod N
+    to rank r + 1. Rows are ordered by step, then by sending rank."""
+    m = n - 1
+    ranks = np.arange(n, dtype=np.int64)
+    out[:, 0].reshape(m, n)[...] = np.arange(first_step, first_step + m, dtype=np.int64)[:, None]
+    out[:, 1].reshape(m, n)[...] = ranks
+    out[:, 2].reshape(m, n)[...] = (ranks + 1) % n
+    chunk = out[:, 3].reshape(m, n)
+    np.subtract.outer(np.arange(chunk_offset, chunk_offset + n, dtype=np.int64) % n,
+                      np.arange(m, dtype=np.int64), out=chunk.T)  # r + offset - s, in (-N, 2N)
+    np.remainder(chunk, n, out=chunk)
+    out[:, 4] = op
+    return out
+
+
+def ring_reduce_scatter(n_ranks: int) -> Schedule:
+    """Ring reduce-scatter: N-1 steps; chunk c starts at rank c+1 and is summed around the ring
+    (c+1, c+2, ..., c), so rank r ends with chunk r reduced over all ranks. Each rank sends
+    (N-1)/N of its buffer (Patarasuk & Yuan 2009, §3; the lesson's "前一半 reduce-scatter")."""
+    n = check_n_ranks(n_ranks)
+    table = _fill_ring(new_table((n - 1) * n), n, 0, -1, ADD)
+    return Schedule("ring_reduce_scatter", n, n, n - 1, table, "all", "reduced-own")
+
+
+def ring_all_gather(n_ranks: int) -> Schedule:
+    """Ring all-gather: N-1 steps; rank r starts with chunk r and at step s forwards chunk r - s,
+    so every rank ends with every chunk. Each rank sends (N-1)/N of the gathered buffer."""
+    n = check_n_ranks(n_ranks)
+    table = _fill_ring(new_table((n - 1) * n), n, 0, 0, COPY)
+    return Schedule("ring_all_gather", n, n, n - 1, table, "own", "gathered")
+
+
+def ring_all_reduce(n_ranks: int) -> Schedule:
+    """Ring all-reduce = ring reduce-scatter then ring all-gather: 2(N-1) steps, each rank sends
+    2(N-1)/N of its buffer (the lesson's claim C1)."""
+    n = check_n_ranks(n_ranks)
+    half = (n - 1) * n
+    table = new_table(2 * half)
+    _fill_ring(table[:half], n, 0, -1, ADD)
+    _fill_ring(table[half:], n, n - 1, 0, COPY)
+    return Schedule("ring_all_reduce", n, n, 2 * (n - 1), table, "all", "reduced-all")
+
+
+def naive_reduce_broadcast(n_ranks: int) -> Schedule:
+    """The contrast the lesson draws (claim C5): every rank sends its whole buffer to rank 0, which adds
+    them in rank order, then sends the sum back to every rank. One chunk, two steps; rank 0 receives and
+    sends (N-1) whole buffers, every other rank one."""
+    n = check_n_ranks(n_ranks)
+    others = np.arange(1, n, dtype=np.int64)
+    zeros = np.zeros_like(others)
+    gather = np.stack([zeros, others, zeros, zeros, np.full_like(others, ADD)], axis=1)
+    scatter = np.stack([zeros + 1, zeros, others, zeros, np.full_like(others, COPY)], axis=1)
+    n_steps = 2 if n > 1 else 0
+    return Schedule("naive_all_reduce", n, 1, n_steps, np.concatenate([gather, scatter]), "all", "reduced-all")
+
+
+def _ring_half(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
+    """(N-1)α + (N-1)/N·S·β: one ring pass (reduce-scatter or all-gather of an S-byte buffer)."""
+    return (n - 1) * alpha + Fraction(n - 1, n) * nbytes * beta
+
+
+def _naive(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
+    """2α + 2(N-1)·S·β: rank 0's link carries N-1 whole buffers in, then N-1 out (one port per rank)."""
+    return (2 * alpha + 2 * (n - 1) * nbytes * beta) if n > 1 else Fraction(0)
+
+
+_RING = "Patarasuk & Yuan 2009, §3 (bandwidth-optimal ring)"
+ALGORITHMS = (
+    Algorithm("reduce-scatter", "ring", ring_reduce_scatter, "N-1 steps around the ring; rank r ends with chunk r",
+              _RING, "NCCL (ring), gloo, Horovod", _ring_half),
+    Algorithm("all-gather", "ring", ring_all_gather, "N-1 steps around the ring; every rank ends with every chunk",
+              _RING, "NCCL (ring), gloo, Horovod", _ring_half),
+    Algorithm("all-reduce", "ring", ring_all_reduce, "ring reduce-scatter then ring all-gather: 2(N-1) steps",
+              _RING, "NCCL (ring), gloo (ring), Horovod, baidu-allreduce",
+              lambda n, s, a, b: 2 * _ring_half(n, s, a, b)),
+    Algorithm("all-reduce", "naive", naive_reduce_broadcast,
+              "every rank sends its buffer to rank 0, which sums and sends the sum back",
+              "the lesson's contrast (claim C5); a parameter server with one server", "none (teaching contrast)",
+              _naive),
+)
