@@ -1,17 +1,8 @@
-"""Tools for your own tests: hypothesis strategies and an oracle that checks a collective against ringemu.
+"""The oracle: check a user's collective against ringemu's bit for bit, and its traffic against the ledger.
 
-Strategies (they need hypothesis, installed by ``pip install ringemu[test]``; it is imported when a strategy is
-first built, so :func:`assert_matches_ringemu` works without it):
-
-* :func:`ring_sizes` — numbers of ranks N, shrinking towards 1;
-* :func:`buffer_sizes` — element counts S including the awkward ones: 0, 1, S < N, S not a multiple of N, primes;
-* :func:`dtype_names` — ``int32 int64 fp16 bf16 fp32 fp64``;
-* :func:`integer_worlds` — fixed-seed (N, S) integer blocks of one or every dtype, exact in any summation order;
-* :func:`float_worlds` — fixed-seed (N, S) non-integer floats, where the order of addition shows in the bits.
-
-Oracle: :func:`assert_matches_ringemu` runs your reduce-scatter / all-gather / all-reduce on a world and
-compares every rank's result with ringemu's bit for bit, and optionally the traffic you report per rank with
-the :class:`~ringemu.ledger.CommLedger`. A mismatch raises ``AssertionError`` naming the first differing rank and
+:func:`assert_matches_ringemu` runs your reduce-scatter / all-gather / all-reduce on a world and compares every
+rank's result with ringemu's bit for bit, and optionally the traffic you report per rank with the
+:class:`~ringemu.ledger.CommLedger`. A mismatch raises ``AssertionError`` naming the first differing rank and
 element with expected and actual values (and bits).
 """
 from __future__ import annotations
@@ -20,92 +11,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import collectives
-from .algorithms import op_names
-from .blocks import integer_blocks
-from .dtypes import DTYPES, resolve_dtype
-from .layout import ChunkLayout
-from .ledger import CommLedger
+from .. import collectives
+from ..algorithms import op_names
+from ..layout import ChunkLayout
+from ..ledger import CommLedger
 
-__all__ = ["AWKWARD_SIZES", "OPS", "ring_sizes", "buffer_sizes", "dtype_names", "seeds", "integer_worlds",
-           "float_worlds", "shards_of", "assert_matches_ringemu"]
+__all__ = ["OPS", "shards_of", "assert_matches_ringemu", "run_op", "compare_array"]
 
-AWKWARD_SIZES = (0, 1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127)  # 0, 1 and primes: never a multiple of N > 1
 OPS = op_names()
-FLOAT_DTYPES = ("fp16", "bf16", "fp32", "fp64")
-
-
-def _st():
-    try:
-        from hypothesis import strategies
-    except ImportError as exc:
-        raise ImportError("ringemu.testing's strategies need hypothesis: pip install 'ringemu[test]'") from exc
-    return strategies
-
-
-def ring_sizes(min_value: int = 1, max_value: int = 64):
-    """Numbers of ranks N in [min_value, max_value]; shrinks towards min_value."""
-    if not 1 <= min_value <= max_value:
-        raise ValueError(f"need 1 <= min_value <= max_value; got {min_value}, {max_value}")
-    return _st().integers(min_value, max_value)
-
-
-def buffer_sizes(n_ranks: int | None = None, max_value: int = 200):
-    """Element counts S in [0, max_value], weighted towards awkward sizes: 0, 1, primes and, if ``n_ranks`` is
-    given, N-1, N, N+1, 2N-1 and 2N+1 (sizes near N may exceed max_value; negative ones are dropped)."""
-    st = _st()
-    special = [s for s in AWKWARD_SIZES if s <= max_value]
-    if n_ranks is not None:
-        special += [s for s in (n_ranks - 1, n_ranks, n_ranks + 1, 2 * n_ranks - 1, 2 * n_ranks + 1) if s >= 0]
-    return st.one_of(st.sampled_from(sorted(set(special))), st.integers(0, max_value))
-
-
-def dtype_names(names: Sequence[str] = tuple(DTYPES)):
-    """Dtype names, shrinking towards the first (``int32``)."""
-    for name in names:
-        resolve_dtype(name)
-    return _st().sampled_from(list(names))
-
-
-def seeds():
-    """Seeds for :func:`ringemu.blocks.integer_blocks` (32-bit, shrinking towards 0)."""
-    return _st().integers(0, 2 ** 32 - 1)
-
-
-def integer_worlds(n_ranks=None, numel=None, dtype=None, max_ranks: int = 64, max_numel: int = 200):
-    """(N, S) fixed-seed integer blocks (:func:`~ringemu.blocks.integer_blocks`): every sum is exact.
-
-    ``n_ranks``, ``numel`` and ``dtype`` may be fixed values or strategies; by default N comes from
-    :func:`ring_sizes`, S from :func:`buffer_sizes` for that N, the dtype from :func:`dtype_names`.
-    """
-    st = _st()
-
-    @st.composite
-    def build(draw):
-        n = draw(_as_strategy(n_ranks, ring_sizes(1, max_ranks)))
-        s = draw(_as_strategy(numel, buffer_sizes(n, max_numel)))
-        dt = draw(_as_strategy(dtype, dtype_names()))
-        return integer_blocks(n, s, draw(seeds()), dt)
-
-    return build()
-
-
-def float_worlds(n_ranks=None, numel=None, dtype=None, max_ranks: int = 64, max_numel: int = 200):
-    """(N, S) fixed-seed standard-normal floats rounded to ``dtype`` (fp16 bf16 fp32 fp64): sums are not exact,
-    so any change in the order or precision of the additions changes the bits."""
-    st = _st()
-
-    @st.composite
-    def build(draw):
-        n = draw(_as_strategy(n_ranks, ring_sizes(1, max_ranks)))
-        s = draw(_as_strategy(numel, buffer_sizes(n, max_numel)))
-        dt = resolve_dtype(draw(_as_strategy(dtype, dtype_names(FLOAT_DTYPES))))
-        if dt.kind == "i":
-            raise ValueError(f"float_worlds needs a float dtype ({' '.join(FLOAT_DTYPES)}); got {dt}")
-        rng = np.random.Generator(np.random.PCG64(draw(seeds())))
-        return rng.standard_normal((n, s)).astype(dt)
-
-    return build()
 
 
 def shards_of(world: np.ndarray) -> list[np.ndarray]:
@@ -135,14 +48,8 @@ def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, che
     if not isinstance(world, np.ndarray):
         raise TypeError("assert_matches_ringemu needs real data, not a VirtualBuffer")
     ledger = CommLedger()
-    if op == "all-gather":
-        expected = collectives.all_gather(shards_of(world), ledger=ledger)
-        got = user_fn(shards_of(world))
-    else:
-        run = {"reduce-scatter": collectives.reduce_scatter, "all-reduce": collectives.all_reduce,
-               "naive-all-reduce": collectives.naive_all_reduce}[op]
-        expected = run(world, ledger=ledger)
-        got = user_fn(world.copy())
+    expected = run_op(op, world, ledger=ledger)
+    got = user_fn(shards_of(world) if op == "all-gather" else world.copy())
     if check_traffic is not None:
         if not (isinstance(got, tuple) and len(got) == 2):
             raise AssertionError(f"{op}: with check_traffic={check_traffic!r} the function must return "
@@ -157,14 +64,17 @@ def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, che
     return expected
 
 
+def run_op(op: str, world: np.ndarray, ledger: CommLedger | None = None, **options):
+    """ringemu's result of ``op`` (an :func:`~ringemu.algorithms.op_names` name) on ``world``; the all-gather
+    input is :func:`shards_of` (world). ``options`` go to the collective (``mode``, ``label``)."""
+    if op == "all-gather":
+        return collectives.all_gather(shards_of(world), ledger=ledger, **options)
+    run = {"reduce-scatter": collectives.reduce_scatter, "all-reduce": collectives.all_reduce,
+           "naive-all-reduce": collectives.naive_all_reduce}[op]
+    return run(world, ledger=ledger, **options)
+
+
 # -- internals -------------------------------------------------------------------------------------------------
-def _as_strategy(value, default):
-    from hypothesis.strategies import SearchStrategy, just
-    if value is None:
-        return default
-    return value if isinstance(value, SearchStrategy) else just(value)
-
-
 def _bits(values: np.ndarray) -> np.ndarray:
     return values.view(f"u{values.dtype.itemsize}")
 
@@ -173,7 +83,7 @@ def _show(value) -> str:
     return repr(int(value)) if np.asarray(value).dtype.kind in "iu" else repr(float(value))
 
 
-def _compare_array(what: str, expected: np.ndarray, got, where: Callable[[int], str]) -> None:
+def compare_array(what: str, expected: np.ndarray, got, where: Callable[[int], str]) -> None:
     if not isinstance(got, np.ndarray):
         raise AssertionError(f"{what}: expected a numpy array of {expected.dtype}, got {type(got).__name__}")
     if got.dtype != expected.dtype:
@@ -202,7 +112,7 @@ def _compare_chunks(op: str, expected: list, got) -> None:
     numel = sum(e.size for e in expected)
     layout = ChunkLayout(numel, n)
     for r, (e, g) in enumerate(zip(expected, got)):
-        _compare_array(f"{op}: rank {r}", e, g, lambda j, r=r: f" (buffer element {layout.start(r) + j})")
+        compare_array(f"{op}: rank {r}", e, g, lambda j, r=r: f" (buffer element {layout.start(r) + j})")
 
 
 def _compare_rows(op: str, expected: np.ndarray, got, numel: int) -> None:
@@ -211,10 +121,10 @@ def _compare_rows(op: str, expected: np.ndarray, got, numel: int) -> None:
             all(isinstance(g, np.ndarray) for g in got):
         got = np.stack(got) if n else got
     if not isinstance(got, np.ndarray) or got.shape != expected.shape:
-        _compare_array(f"{op}: result", expected, got, lambda j: "")
+        compare_array(f"{op}: result", expected, got, lambda j: "")
     layout = ChunkLayout(numel, n)
     for r in range(n):
-        _compare_array(f"{op}: rank {r}", expected[r], got[r],
+        compare_array(f"{op}: rank {r}", expected[r], got[r],
                        lambda j: f" (chunk {j // layout.chunk_size})" if layout.chunk_size else "")
 
 

@@ -1,0 +1,102 @@
+"""assert_traffic: a CommLedger against the traffic you expect, per rank, exactly.
+
+Two ways to say what you expect (either or both):
+
+* numbers: ``sent=`` / ``received=`` an int (every rank the same) or one int per rank, in ``unit`` (``"bytes"``
+  or ``"elements"``), padding included unless ``padding=False``;
+* calls: ``calls=[(op, numel, dtype[, label]), ...]`` — the ledger must hold exactly the traffic of these
+  ringemu collectives on the ledger's N ranks (counted on size-only buffers, :mod:`ringemu.virtual`): messages,
+  elements, bytes and padding of every rank, sent and received.
+
+``label`` (a label or a list of labels) restricts the ledger to those records first. A mismatch raises
+``AssertionError`` naming the rank, the quantity, the expected and the counted value.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from ..ledger import CommLedger, RankTraffic
+
+__all__ = ["assert_traffic", "ledger_of_calls"]
+
+UNITS = ("bytes", "elements")
+
+
+def assert_traffic(ledger: CommLedger, *, sent=None, received=None, calls: Iterable[Sequence] | None = None,
+                   label: str | Iterable[str] | None = None, unit: str = "bytes", padding: bool = True) -> None:
+    """Check ``ledger`` (restricted to ``label``) against ``sent``/``received`` and/or ``calls`` (module doc)."""
+    if not isinstance(ledger, CommLedger):
+        raise TypeError(f"ledger must be a CommLedger; got {type(ledger).__name__}")
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    if sent is None and received is None and calls is None:
+        raise ValueError("assert_traffic needs sent=, received= or calls= (what to expect)")
+    where = "" if label is None else f" (label {label!r})"
+    if ledger.n_ranks == 0 or not ledger.select(label):
+        raise AssertionError(f"the ledger holds no collective{where}; labels recorded: {ledger.labels()}")
+    per_rank = ledger.per_rank(label)
+    for direction, expected in (("sent", sent), ("received", received)):
+        if expected is not None:
+            _compare_numbers(per_rank, direction, expected, unit, padding, where)
+    if calls is not None:
+        n_ranks = ledger.n_ranks
+        want = ledger_of_calls(n_ranks, calls).per_rank()
+        for got_r, want_r in zip(per_rank, want):
+            for direction in ("sent", "received"):
+                g, w = getattr(got_r, direction), getattr(want_r, direction)
+                if g != w:
+                    raise AssertionError(f"rank {got_r.rank} {direction} {_fmt(g)}{where}; the calls "
+                                         f"{list(calls)} on {n_ranks} ranks give {_fmt(w)}")
+
+
+def ledger_of_calls(n_ranks: int, calls: Iterable[Sequence]) -> CommLedger:
+    """A ledger filled by ringemu's own collectives for ``calls`` = (op, numel, dtype[, label]) on size-only
+    buffers of ``n_ranks`` ranks."""
+    from .. import collectives
+    from ..algorithms import op_names
+    from ..virtual import VirtualBuffer
+
+    ledger = CommLedger()
+    for call in calls:
+        if not isinstance(call, (tuple, list)) or len(call) not in (3, 4):
+            raise ValueError(f"each call must be (op, numel, dtype) or (op, numel, dtype, label); got {call!r}")
+        op, numel, dtype = call[:3]
+        if op not in op_names():
+            raise ValueError(f"call op must be one of {', '.join(op_names())}; got {op!r}")
+        world = VirtualBuffer((n_ranks, numel), dtype)
+        options = {"ledger": ledger, **({"label": call[3]} if len(call) == 4 else {})}
+        if op == "all-gather":
+            collectives.all_gather(world, **options)
+        else:
+            {"reduce-scatter": collectives.reduce_scatter, "all-reduce": collectives.all_reduce,
+             "naive-all-reduce": collectives.naive_all_reduce}[op](world, **options)
+    return ledger
+
+
+def _compare_numbers(per_rank: list[RankTraffic], direction: str, expected, unit: str, padding: bool,
+                     where: str) -> None:
+    n = len(per_rank)
+    if isinstance(expected, bool) or not (isinstance(expected, int) or _is_int_sequence(expected)):
+        raise TypeError(f"{direction} must be an int or a sequence of ints, one per rank; got {expected!r}")
+    values = [int(expected)] * n if isinstance(expected, int) else [int(v) for v in expected]
+    if len(values) != n:
+        raise AssertionError(f"{direction} lists {len(values)} ranks; the ledger{where} counts {n}")
+    for r, (want, traffic) in enumerate(zip(values, per_rank)):
+        t = getattr(traffic, direction)
+        got = getattr(t, unit) - (0 if padding else getattr(t, f"padding_{unit}"))
+        if got != want:
+            kind = "padding included" if padding else "payload only"
+            raise AssertionError(f"rank {r} {direction} {got:,} {unit}{where} ({kind}); expected {want:,}")
+
+
+def _is_int_sequence(value) -> bool:
+    try:
+        items = list(value)
+    except TypeError:
+        return False
+    return all(isinstance(v, int) and not isinstance(v, bool) or hasattr(v, "__index__") for v in items)
+
+
+def _fmt(t) -> str:
+    return (f"{t.messages:,} messages, {t.elements:,} elements = {t.bytes:,} B "
+            f"(padding {t.padding_elements:,} elements)")

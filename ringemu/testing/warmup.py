@@ -1,0 +1,60 @@
+"""Compile (or load from numba's on-disk cache) every collective kernel once, before any test is timed.
+
+The first call of a kernel for a dtype compiles it (about 1 s per dtype on a cold cache) or loads it from the
+cache (tens of ms); a hypothesis example that pays for that exceeds any deadline. :func:`warm_kernels` runs every
+op of the registry (:func:`ringemu.algorithms.op_names`) in every dtype (:data:`ringemu.dtypes.DTYPES`) on a tiny
+world, once per process, so that later calls only run. The pytest plugin (:mod:`ringemu.pytest_plugin`) calls it
+once per session.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+__all__ = ["Warmup", "warm_kernels", "numba_cache_location"]
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """What :func:`warm_kernels` did: how many collective calls, in how many seconds (wall clock)."""
+
+    calls: int
+    seconds: float
+    jit_enabled: bool
+
+
+def warm_kernels(n_ranks: int = 3, numel: int = 7) -> Warmup:
+    """Run every op in every dtype on an (n_ranks, numel) integer-block world; the kernels are then compiled
+    (or loaded) in this process. The default 7 elements on 3 ranks pad (7 = 3·3 - 2), like most test worlds."""
+    from .. import _jit
+    from ..algorithms import op_names
+    from ..blocks import integer_blocks
+    from ..dtypes import DTYPES
+    from .oracle import run_op
+
+    start = time.perf_counter()
+    calls = 0
+    for dtype in DTYPES:
+        world = integer_blocks(n_ranks, numel, 0, dtype)
+        for op in op_names():
+            run_op(op, world)
+            calls += 1
+    return Warmup(calls, time.perf_counter() - start, _jit.JIT_ENABLED)
+
+
+def numba_cache_location() -> str:
+    """Where numba keeps ringemu's compiled kernels: ``NUMBA_CACHE_DIR`` if set, else the directory numba's
+    cache locator picks for :mod:`ringemu.kernels` (beside it, or the user's cache directory when the package is
+    read-only); ``"none (JIT disabled)"`` under ``RINGEMU_DISABLE_JIT``."""
+    from .. import _jit
+
+    if not _jit.JIT_ENABLED:
+        return "none (JIT disabled)"
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
+    from .. import kernels
+
+    cache = getattr(kernels.run_fused, "_cache", None)
+    path = getattr(cache, "_cache_path", None)
+    return str(path) if path else "none (no writable location; kernels compile in memory)"
