@@ -79,8 +79,8 @@ class MLP:
         """The w² + w fp32 layer entries, entry j = p[j mod S_u] (one compiled pass for a 16-bit w16)."""
         from ringemu._jit import JIT_ENABLED
 
-        from .averaging import wire_kind
-        kind = wire_kind(w16.dtype)
+        from .averaging import kernel_kind16
+        kind = kernel_kind16(w16.dtype)
         if not JIT_ENABLED or kind is None or w16.ndim != 1:
             return np.resize(w16.astype(np.float32), self.entries)
         from ._adam_kernel import expand16_kernel
