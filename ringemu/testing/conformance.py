@@ -1,0 +1,264 @@
+"""Conformance of a user's Communicator: values, order of addition and bytes, over hypothesis-drawn worlds.
+
+:func:`check_communicator` takes ``make_world(n_ranks)``: anything whose ``run(fn, *args)`` calls
+``fn(comm, *args)`` once per rank with that rank's Communicator (:class:`~ringemu.backends.base.Communicator`:
+``reduce_scatter``, ``all_gather``, ``all_reduce`` on flat numpy buffers) and returns the per-rank results in rank
+order — :class:`~ringemu.backends.EmulatedWorld`, :class:`~ringemu.backends.torch_launch.TorchWorld`, or a few
+lines around an mpi4py communicator or your own class (``docs/testing.md``). Hypothesis draws awkward examples:
+N (1 … ``max_ranks``), S (0, 1, primes, N±1, 2N±1, …: :func:`~ringemu.testing.buffer_sizes`) and dtypes. Each
+example is one ``world.run`` in which every rank calls each collective twice: on integer blocks
+(:mod:`ringemu.blocks`, exact in any order) and on random floats (where the order of addition shows in the bits).
+
+Per collective the report says:
+
+* **values** — every rank's result on integer blocks equals the exact sum (or gather), element for element;
+* **bits** — on floats, which orders of addition reproduce every rank's bits on every example: each algorithm
+  ringemu's registry names for that collective (:func:`ringemu.algorithms.names`, run as schedules) and gloo's
+  own ring (:mod:`ringemu.backends.gloo_order`); ``none`` if no order does;
+* **bytes** — if the communicator reports what it sends (a method ``bytes_sent()`` returning this rank's
+  cumulative bytes), each rank's bytes per call against the :class:`~ringemu.ledger.CommLedger` of the ringemu
+  algorithm its bits match (ring if none), padding included.
+
+A value or byte mismatch, or bits that miss ``expect_order`` when one is given, fails the example; hypothesis then
+shrinks it, and the report carries the smallest failing example and a readable message (first differing rank
+and element, expected and got, with bits).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import algorithms
+from ..backends.gloo_order import gloo_ring_sum
+from ..blocks import integer_blocks
+from ..dtypes import DTYPES, dtype_name, resolve_dtype
+from ..execute import run_schedule
+from ..layout import ChunkLayout
+from ..ledger import CommLedger
+from .oracle import compare_array
+
+__all__ = ["GLOO_ORDER", "CollectiveReport", "ConformanceReport", "check_communicator", "assert_conforms",
+           "expected_results"]
+
+GLOO_ORDER = "gloo"  # gloo's own ring order of addition (ringemu.backends.gloo_order), for sums only
+_SUMS = ("reduce-scatter", "all-reduce")
+
+
+@dataclass
+class CollectiveReport:
+    """One collective's verdicts over every example run."""
+
+    collective: str
+    values: str = "pass"  # "pass" or "fail" (the message is the report's failure)
+    orders: list[str] = field(default_factory=list)  # orders whose bits matched every float example
+    bytes: str = "not reported"  # "pass", "not reported" or "fail"
+
+    @property
+    def bits(self) -> str:
+        return ", ".join(self.orders) if self.orders else "none"
+
+    @property
+    def ok(self) -> bool:
+        return self.values == "pass" and self.bytes in ("pass", "not reported")
+
+
+@dataclass
+class ConformanceReport:
+    """What :func:`check_communicator` found; ``text()`` is the readable table, ``failure`` the shrunk failure."""
+
+    name: str
+    collectives: dict[str, CollectiveReport]
+    examples: int = 0
+    failure: str | None = None  # the message of the smallest failing example, with the example
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and all(c.ok for c in self.collectives.values())
+
+    def text(self) -> str:
+        lines = [f"conformance of {self.name}: {self.examples} examples drawn"]
+        for c in self.collectives.values():
+            values = "exact" if c.values == "pass" else "WRONG"
+            nbytes = {"pass": "match the ledger", "not reported": "not reported"}.get(c.bytes, "WRONG")
+            lines.append(f"  {c.collective:<15} values {values:<6} bits equal to: {c.bits:<12} bytes {nbytes}")
+        if self.failure:
+            lines.append("smallest failing example:")
+            lines.extend("  " + line for line in self.failure.splitlines())
+        return "\n".join(lines)
+
+
+def expected_results(collective: str, world: np.ndarray, order: str) -> list[np.ndarray]:
+    """Every rank's result of ``collective`` on ``world`` (N, S) when the sums follow ``order`` (an algorithm
+    name of :func:`ringemu.algorithms.names` or :data:`GLOO_ORDER`); for all-gather rank r contributes chunk r of
+    its own row. The ledger is not touched."""
+    n, numel = world.shape
+    layout = ChunkLayout(numel, n)
+    if order == GLOO_ORDER:
+        total = gloo_ring_sum(world)
+        rows = np.broadcast_to(total, world.shape)
+    else:
+        schedule = algorithms.build(collective, n, order)
+        padded_layout = ChunkLayout(numel, schedule.n_chunks)
+        padded = np.zeros((n, padded_layout.padded_numel), world.dtype)
+        if collective == "all-gather":
+            for r in range(n):
+                padded[r, layout.payload_slice(r)] = world[r, layout.payload_slice(r)]
+        else:
+            padded[:, :numel] = world
+        if padded.size:
+            with np.errstate(over="ignore", invalid="ignore"):
+                run_schedule(schedule, padded)
+        rows = padded[:, :numel]
+    if collective == "reduce-scatter":
+        return [np.array(rows[r, layout.payload_slice(r)]) for r in range(n)]
+    return [np.array(rows[r]) for r in range(n)]
+
+
+def _orders(collective: str) -> tuple[str, ...]:
+    return algorithms.names(collective) + ((GLOO_ORDER,) if collective in _SUMS else ())
+
+
+def _rank_body(comm, worlds: dict, collectives: Sequence[str]) -> dict:
+    """One rank's part of an example: every collective on every world; results and bytes sent per call."""
+    out = {}
+    counter = getattr(comm, "bytes_sent", None)
+    for kind, world in worlds.items():
+        n, numel = world.shape
+        row = world[comm.rank]
+        for c in collectives:
+            before = counter() if counter else None
+            label = f"conformance/{kind}/{c}"
+            if c == "reduce-scatter":
+                got = comm.reduce_scatter(row.copy(), label=label)
+            elif c == "all-gather":
+                got = comm.all_gather(row[ChunkLayout(numel, n).payload_slice(comm.rank)].copy(), numel, label=label)
+            else:
+                got = comm.all_reduce(row.copy(), label=label)
+            out[(kind, c)] = (np.asarray(got), None if counter is None else int(counter()) - int(before))
+    return out
+
+
+def _ledger_bytes(collective: str, order: str, n: int, numel: int, dtype) -> list[int]:
+    ledger = CommLedger()
+    schedule = algorithms.build(collective, n, order)
+    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks), dtype, collective)
+    return [t.sent.bytes for t in ledger.per_rank()]
+
+
+def check_communicator(make_world: Callable[[int], object], *, name: str = "communicator",
+                       collectives: Sequence[str] = algorithms.COLLECTIVES, max_ranks: int = 8,
+                       min_ranks: int = 1, max_numel: int = 64, dtypes: Sequence[str] | None = None,
+                       max_examples: int = 20, expect_order: str | None = None) -> ConformanceReport:
+    """Run the conformance examples (module doc) and return the report; never raises for a wrong result."""
+    from hypothesis import HealthCheck, Verbosity, given, settings
+    from hypothesis import strategies as st
+
+    from .strategies import buffer_sizes, dtype_names, ring_sizes, seeds
+
+    for c in collectives:
+        algorithms._check_collective(c)
+    dtypes = tuple(DTYPES) if dtypes is None else tuple(dtypes)
+    float_dtypes = [d for d in dtypes if resolve_dtype(d).kind == "f"] or ["fp32"]
+    if expect_order is not None and expect_order not in {o for c in collectives for o in _orders(c)}:
+        raise ValueError(f"expect_order must be one of {', '.join(sorted({o for c in collectives for o in _orders(c)}))}"
+                         f" or None; got {expect_order!r}")
+    reports = {c: CollectiveReport(c, orders=list(_orders(c))) for c in collectives}
+    report = ConformanceReport(name, reports)
+
+    @st.composite
+    def examples(draw):
+        n = draw(ring_sizes(min_ranks, max_ranks))
+        s = draw(buffer_sizes(n, max_numel))
+        int_dtype = draw(dtype_names(dtypes))
+        float_dtype = draw(dtype_names(float_dtypes))
+        seed = draw(seeds())
+        rng = np.random.Generator(np.random.PCG64(seed))
+        return {"integer": integer_blocks(n, s, seed, int_dtype),
+                "float": rng.standard_normal((n, s)).astype(resolve_dtype(float_dtype))}
+
+    @settings(max_examples=max_examples, deadline=None, database=None, print_blob=False,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False)
+    @given(examples())
+    def run(worlds):
+        report.examples += 1
+        n, numel = worlds["integer"].shape
+        example = (f"N = {n} ranks, S = {numel} elements, integer blocks {dtype_name(worlds['integer'].dtype)}, "
+                   f"floats {dtype_name(worlds['float'].dtype)}")
+        try:
+            out = make_world(n).run(_rank_body, worlds, tuple(collectives))
+        except Exception as exc:  # a rank raised or the world hung: a failure of this example, shrunk too
+            raise AssertionError(f"{example}\nthe world failed: {type(exc).__name__}: {exc}") from exc
+        problems = []
+        for c in collectives:
+            rep = reports[c]
+            try:
+                want = expected_results(c, worlds["integer"], algorithms.DEFAULT_ALGORITHM)
+                layout = ChunkLayout(numel, n)
+                for r in range(n):
+                    shard = (f" (its shard: elements [{layout.start(r)}, {layout.start(r) + layout.payload(r)}) "
+                             f"of ChunkLayout({numel}, {n}))" if c == "reduce-scatter" else "")
+                    compare_array(f"{c} on integer blocks ({dtype_name(worlds['integer'].dtype)}): rank {r}{shard}",
+                                  want[r], out[r][("integer", c)][0], lambda j: "")
+            except AssertionError as exc:
+                rep.values = "fail"
+                problems.append(str(exc))
+            matched = _matching_orders(c, worlds["float"], [out[r][("float", c)][0] for r in range(n)], rep)
+            if expect_order is not None and expect_order in _orders(c) and expect_order not in matched:
+                problems.append(_order_message(c, worlds["float"], out, expect_order))
+            sent = [out[r][("integer", c)][1] for r in range(n)]
+            if sent[0] is not None:
+                order = next((o for o in matched if o != GLOO_ORDER), algorithms.DEFAULT_ALGORITHM)
+                want_bytes = _ledger_bytes(c, order, n, numel, worlds["integer"].dtype)
+                bad = [r for r in range(n) if sent[r] != want_bytes[r]]
+                if bad:
+                    r = bad[0]
+                    rep.bytes = "fail"
+                    problems.append(f"{c}: rank {r} reported {sent[r]:,} bytes sent for {numel} "
+                                    f"{worlds['integer'].dtype} elements on {n} ranks; the ledger of the {order} "
+                                    f"algorithm counts {want_bytes[r]:,} (padding included)")
+                elif rep.bytes == "not reported":
+                    rep.bytes = "pass"
+        if problems:
+            raise AssertionError("\n".join([example] + problems))
+
+    try:
+        run()
+    except AssertionError as exc:
+        report.failure = str(exc)
+    return report
+
+
+def _matching_orders(collective: str, world: np.ndarray, got: list, rep: CollectiveReport) -> list[str]:
+    """The orders (of those still standing in ``rep``) that reproduce every rank's bits; narrows ``rep.orders``."""
+    matched = []
+    for order in _orders(collective):
+        try:
+            want = expected_results(collective, world, order)
+            for r, g in enumerate(got):
+                compare_array("", want[r], g, lambda j: "")
+        except AssertionError:
+            continue
+        matched.append(order)
+    rep.orders = [o for o in rep.orders if o in matched]
+    return matched
+
+
+def _order_message(collective: str, world: np.ndarray, out: list, order: str) -> str:
+    want = expected_results(collective, world, order)
+    for r in range(world.shape[0]):
+        try:
+            compare_array(f"{collective} on floats ({world.dtype}): rank {r}", want[r], out[r][("float", collective)][0],
+                          lambda j: f" (the {order} order)")
+        except AssertionError as exc:
+            return str(exc)
+    return f"{collective}: bits differ from the {order} order"
+
+
+def assert_conforms(make_world: Callable[[int], object], **options) -> ConformanceReport:
+    """:func:`check_communicator`, raising ``AssertionError`` with the report's text if anything failed."""
+    report = check_communicator(make_world, **options)
+    if not report.ok:
+        raise AssertionError(report.text())
+    return report

@@ -1,0 +1,68 @@
+"""ringemu.testing.conformance: a correct Communicator written from the textbook passes with ring bits and ledger
+bytes; planted bugs (a missing 1/N, an off-by-one shard) are caught with the smallest example; ringemu's own torch
+backend conforms, `ring` bit for bit and `native` in gloo's order."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from ringemu.backends import EmulatedWorld
+from ringemu.testing.conformance import assert_conforms, check_communicator
+from torch_support import require_torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from mailbox_communicator import MailboxWorld  # noqa: E402  (the worked example docs/testing.md shows)
+
+
+def test_a_textbook_ring_conforms_with_ring_bits_and_ledger_bytes():
+    report = assert_conforms(lambda n: MailboxWorld(n), name="textbook ring", max_examples=15)
+    for c in ("reduce-scatter", "all-gather", "all-reduce"):
+        entry = report.collectives[c]
+        assert entry.values == "pass" and entry.bytes == "pass" and "ring" in entry.orders, report.text()
+
+
+def test_the_emulator_conforms():
+    report = check_communicator(lambda n: EmulatedWorld(n), max_examples=10, expect_order="ring")
+    assert report.ok, report.text()
+
+
+def test_missing_one_over_n_is_caught_in_the_bytes():
+    report = check_communicator(lambda n: MailboxWorld(n, "missing-1/N"), name="broken", max_examples=20)
+    assert not report.ok
+    assert report.collectives["reduce-scatter"].bytes == "fail"
+    assert report.collectives["reduce-scatter"].values == "pass"  # the sums are right; only the traffic is not
+    # the smallest example where a whole-buffer send differs from a chunk send: N = 2 ranks, S = 1 element (int32:
+    # a ring sends ceil(1/2) = 1 element = 4 B; the bug sends the padded 2-element buffer = 8 B)
+    assert "N = 2 ranks, S = 1 elements" in report.failure, report.text()
+    assert "reduce-scatter: rank 0 reported 8 bytes sent for 1 int32 elements on 2 ranks; the ledger of the ring " \
+           "algorithm counts 4" in report.failure, report.text()
+
+
+def test_off_by_one_shard_is_caught_in_the_values():
+    report = check_communicator(lambda n: MailboxWorld(n, "off-by-one-shard"), name="broken", max_examples=20)
+    assert report.collectives["reduce-scatter"].values == "fail"
+    assert report.collectives["all-reduce"].values == "pass"
+    # S // N = 0 where ceil(S/N) = 1: rank 0's shard of one element comes back empty
+    assert "rank 0 (its shard: elements [0, 1) of ChunkLayout(1, 2)): expected shape (1,), got (0,)" \
+        in report.failure, report.text()
+    with pytest.raises(AssertionError, match="values WRONG"):
+        assert_conforms(lambda n: MailboxWorld(n, "off-by-one-shard"), max_examples=20)
+
+
+def test_expect_order_must_be_a_known_order():
+    with pytest.raises(ValueError, match="expect_order must be one of"):
+        check_communicator(lambda n: EmulatedWorld(n), expect_order="butterfly")
+
+
+@pytest.mark.parametrize("algorithm, order", [("ring", "ring"), ("native", "gloo")])
+def test_ringemu_torch_backend_conforms(algorithm, order):
+    require_torch()
+    from ringemu.backends.torch_launch import TorchWorld
+
+    # N >= 4: below that gloo's order and the ring's can coincide (ringemu.backends.gloo_order)
+    report = check_communicator(lambda n: TorchWorld(n, algorithm=algorithm, timeout=120), name=f"torch {algorithm}",
+                                min_ranks=4, max_ranks=5, max_numel=40, max_examples=4,
+                                dtypes=("int32", "int64", "fp32", "bf16"))
+    assert report.ok, report.text()
+    assert report.collectives["all-reduce"].orders == [order], report.text()
+    assert report.collectives["reduce-scatter"].orders == [order], report.text()
