@@ -35,9 +35,14 @@ def summary_line(results: list[Result]) -> str:
     counts = summary(results)
     listed = sum(1 for r in results if r.claim in CLAIMS)
     extra = len(results) - listed
-    where = f"{listed} claims of claims.md" + (f" + {extra} lesson statements outside it" if extra else "")
+    where = f"{_plural(listed, 'claim')} of claims.md" + (
+        f" + {_plural(extra, 'lesson statement')} outside it" if extra else "")
     return (f"{where}: {counts['pass']} pass, {counts['fail']} fail, {counts['not-checkable']} not checkable"
             f" — {'OK' if counts['fail'] == 0 else 'FAILED'}")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def value_json(value):

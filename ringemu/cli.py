@@ -57,8 +57,11 @@ def plugin_modules(setup_cfg: Path | None = None) -> list[tuple[str, str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="ringemu", description="Ring collectives and ZeRO on N virtual ranks, counted exactly.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--version", action="version", version=f"ringemu {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="command", parser_class=_Parser)
     for module in _BUILT_IN:
         module.register(sub)
     for _name, module_name in plugin_modules():
@@ -69,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # bare `ringemu`: what there is to run
+        parser.print_help()
+        return 0
     try:
         return int(args.handler(args) or 0)
     except (ValueError, TypeError, OSError) as exc:  # bad input, bad path: one line, exit 2

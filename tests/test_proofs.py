@@ -34,13 +34,16 @@ def test_catalog_ids_equal_claims_md():
 
 
 def test_shipped_claims_md_matches_the_workspace_copy():
-    """Where the workspace's claims list exists (``../shared/claims.md`` from the repository root), the copy
-    shipped in the package lists the same IDs in the same order. Under CI=true its absence is a failure."""
-    shared = Path(__file__).resolve().parents[1].parent / "shared" / "claims.md"
+    """Where the workspace's claims list exists, the copy shipped in the package lists the same IDs in the same
+    order. The source is ``RINGEMU_CLAIMS_SOURCE`` if set (then it must exist: ``.ci/run`` sets it when
+    ``../shared/claims.md`` is there), else ``../shared/claims.md`` from the repository root if present; a clean
+    clone has neither, and then there is nothing to compare with."""
+    named = os.environ.get("RINGEMU_CLAIMS_SOURCE")
+    shared = Path(named) if named else Path(__file__).resolve().parents[1].parent / "shared" / "claims.md"
     if not shared.exists():
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{shared} is missing; the shipped claims.md cannot be compared with it")
-        pytest.skip(f"{shared} is not present outside CI")
+        if named:
+            pytest.fail(f"RINGEMU_CLAIMS_SOURCE={named} does not exist")
+        pytest.skip(f"{shared} is not present (a clean clone); set RINGEMU_CLAIMS_SOURCE to compare")
     shipped = read_claim_ids(claims_md_path().read_text(encoding="utf-8"))
     assert read_claim_ids(shared.read_text(encoding="utf-8")) == shipped
 

@@ -1,5 +1,7 @@
 """``ringemu prove``: the real catalog passes, JSON carries exact values, exit codes reflect failure."""
+import importlib.util
 import json
+import os
 from dataclasses import replace
 
 import pytest
@@ -29,8 +31,12 @@ def test_prove_json_every_checkable_claim_passes(full_report):
     for claim in report["claims"]:
         assert claim["status"] in ("pass", "not-checkable"), (claim["id"], claim["reason"])
         assert {"id", "status", "printed", "exact", "run"} <= set(claim)
+    torch_here = importlib.util.find_spec("torch") is not None or os.environ.get("CI", "").lower() == "true"
     for cid in CLAIM_IDS:  # every claim of claims.md is checkable here (X* are the lesson's other statements)
-        assert by_id[cid]["status"] == "pass", cid
+        if cid == "C7" and not torch_here:  # C7 reads DDP's default bucket from the installed torch (optional)
+            assert by_id[cid]["status"] == "not-checkable" and "PyTorch is not installed" in by_id[cid]["reason"]
+        else:
+            assert by_id[cid]["status"] == "pass", cid
         assert by_id[cid]["listed_in_claims_md"] is True
     assert report["summary"]["fail"] == 0
 
@@ -60,6 +66,19 @@ def test_prove_selected_ids_and_text_table(capsys):
     assert "97.2 GB" in out and "109.4 GB" in out
     assert out.strip().splitlines()[-1].startswith("2 claims of claims.md: 2 pass, 0 fail")
     assert out == first
+
+
+def test_prove_json_is_one_line_unless_indented_and_counts_are_singular(capsys):
+    assert main(["prove", "--id", "M2", "--json"]) == 0
+    one_line = capsys.readouterr().out
+    assert one_line.count("\n") == 1
+    assert main(["prove", "--id", "M2", "--json", "--indent", "2"]) == 0
+    indented = capsys.readouterr().out
+    assert indented.count("\n") > 1 and json.loads(indented) == json.loads(one_line)
+    assert main(["prove", "--id", "M2"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("1 claim of claims.md: 1 pass")
+    assert main(["prove", "--id", "M2", "--indent", "2"]) == 2
+    assert "--indent applies to --json output only" in capsys.readouterr().err
 
 
 def test_unknown_id_exits_2(capsys):

@@ -90,27 +90,30 @@ def _ratio_text(ratio: str | None) -> str:
 
 def register(subparsers) -> None:
     z = subparsers.add_parser("zero", help="train DP / ZeRO-1 / ZeRO-2 / ZeRO-3 on N emulated ranks; parity with DP")
-    z.add_argument("--stage", choices=(*STAGES, "all"), default="all")
+    z.add_argument("--stage", choices=(*STAGES, "all"), default="all",
+                   help="which stage to train; all runs dp, zero1, zero2 and zero3 (default all)")
     z.add_argument("--ranks", type=_integer(1, MAX_TRAINING_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_TRAINING_RANKS})")
-    z.add_argument("--steps", type=_integer(0), default=3)
-    z.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16", help="16-bit weight and gradient type")
-    z.add_argument("--seed", type=_integer(0), default=0)
+    z.add_argument("--steps", type=_integer(0), default=3, help="training steps, 0 or more (default 3)")
+    z.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16", help="16-bit weight and gradient type (default bf16)")
+    z.add_argument("--seed", type=_integer(0), default=0, help="seed of the model's weights and data (default 0)")
     z.add_argument("--grads", choices=GRADIENT_SOURCES, default="model",
-                   help="gradients from the MLP, or fixed-seed integer blocks")
+                   help="gradients from the MLP's backward (model), or fixed-seed integer blocks, exact in any order of "
+                        "addition (blocks); default model")
     z.add_argument("--units", type=_unit_list, default=None,
                    help=f"unit sizes, comma-separated (default {','.join(map(str, DEFAULT_UNIT_SIZES))})")
     z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
                    help="default: dynamic for fp16, none for bf16")
-    z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16, help="initial (or static) loss scale")
+    z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16, help="initial (dynamic) or fixed (static) loss scale, > 0 (default 65536 = 2^16)")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
-                   help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
+                   help="emulator (in-process, default) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
     z.add_argument("--torch-algorithm", choices=("ring", "native"), default="ring",
                    help="torch backend: ringemu's ring schedule over send/recv (default; the emulator's summation "
                         "order), or the engine's own collectives (gloo's order)")
     z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0,
-                   help="torch backend: seconds before a stage's run is declared hung and its processes are killed")
-    z.add_argument("--json", action="store_true")
+                   help="torch backend: seconds before a stage's run is declared hung and its processes are killed "
+                        "(default 300)")
+    z.add_argument("--json", action="store_true", help="print one JSON object on one line")
     z.set_defaults(handler=zero_command)
 
     m = subparsers.add_parser("memory", help="size-only model-state memory and traffic per rank of the four stages")
@@ -124,8 +127,9 @@ def register(subparsers) -> None:
                    help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
     m.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80),
                    help="card memory in GB (10^9 B), a decimal number; default 80")
-    m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
-    m.add_argument("--json", action="store_true")
+    m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16",
+                   help="16-bit weight and gradient type; both are 2 B, so the bytes are the same (default bf16)")
+    m.add_argument("--json", action="store_true", help="print one JSON object on one line")
     m.set_defaults(handler=memory_command)
 
 
