@@ -56,6 +56,38 @@ def test_model_gradients_on_gloo_native_differ_from_the_emulator_but_not_from_dp
     s = _by_name(out)["zero2"]
     assert s["parity_with_dp"] is True, s["parity_mismatches"]
     assert s["parity_with_emulator"] is False and "final master" in s["emulator_mismatches"]
+    assert out["emulator_parity_expected"] is False and out["engine_order"] == "gloo"
+    assert out["emulator_order"] == "ring"
+
+
+def _canned(algorithm, grads, parity_with_emulator, parity_with_dp=True):
+    """What run_zero_on_torch returns, cut to the fields the command reads (the real runs are tested above)."""
+    return {"torch_backend": "gloo", "algorithm": algorithm, "ranks": 4, "psi": 916, "steps": 1, "dtype": "bf16",
+            "traffic_source": TRAFFIC_SOURCE, "compared": "weights", "emulator_order": "ring",
+            "engine_order": "ring" if algorithm == "ring" else "gloo",
+            "emulator_parity_expected": algorithm == "ring" or grads == "blocks",
+            "stages": [{"name": "zero2", "parity_with_dp": parity_with_dp, "parity_with_emulator": parity_with_emulator,
+                        "traffic_sent_bytes_per_rank": [10] * 4, "traffic_ratio_to_dp": "1"}]}
+
+
+@pytest.mark.parametrize("algorithm, grads, same, dp, code, shown", [
+    ("native", "model", False, True, 0, "differs"),   # gloo's order: the difference is the expected result
+    ("native", "blocks", False, True, 1, "NO"),       # exact sums: any difference is a failure
+    ("ring", "model", False, True, 1, "NO"),
+    ("ring", "model", True, True, 0, "yes"),
+    ("native", "model", False, False, 1, "differs"),  # parity with DP is always required
+])
+def test_zero_torch_exit_status_follows_the_expected_order(monkeypatch, capsys, algorithm, grads, same, dp, code,
+                                                           shown):
+    import zero_stages.torch.torch_zero as torch_zero
+    from ringemu.cli import main
+
+    monkeypatch.setattr(torch_zero, "run_zero_on_torch", lambda *a, **k: _canned(algorithm, grads, same, dp))
+    assert main(["zero", "--backend", "torch", "--torch-algorithm", algorithm, "--grads", grads, "--ranks", "4",
+                 "--stage", "zero2"]) == code
+    out = capsys.readouterr().out
+    assert "with the emulator (ring order of addition; this engine: " in out
+    assert out.splitlines()[3].split()[2] == shown
 
 
 def test_zero1_equals_torch_zero_redundancy_optimizer():

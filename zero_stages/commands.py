@@ -158,17 +158,25 @@ def _torch_command(args, units, scaling) -> int:
     from zero_stages.torch.torch_zero import run_zero_on_torch  # torch is an optional extra
     out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
                             unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm)
-    ok = all(e["parity_with_dp"] and e["parity_with_emulator"] is not False for e in out["stages"])
+    expected = out["emulator_parity_expected"]
+    ok = all(e["parity_with_dp"] and (e["parity_with_emulator"] is not False or not expected) for e in out["stages"])
     if args.json:
         print(json.dumps(out))
         return 0 if ok else 1
     print(f"torch.distributed ({out['torch_backend']}, {out['algorithm']} collectives), {out['ranks']} processes, "
           f"{args.grads} gradients, Ψ = {out['psi']}, {out['steps']} steps, {out['dtype']}")
+    print(f"compared: {out['compared']}; with DP on this engine, and with the emulator "
+          f"({out['emulator_order']} order of addition; this engine: {out['engine_order']} order)")
     print(f"{'stage':<6} {'parity with DP':>15} {'parity with emulator':>21} {'sent B/rank':>14} {'ratio to DP':>12}")
     for e in out["stages"]:
+        same = e["parity_with_emulator"]
+        emulator = "yes" if same else "NO" if expected else "differs"
         print(f"{e['name']:<6} {'yes' if e['parity_with_dp'] else 'NO':>15} "
-              f"{'yes' if e['parity_with_emulator'] else 'NO':>21} {max(e['traffic_sent_bytes_per_rank']):>14,} "
+              f"{emulator:>21} {max(e['traffic_sent_bytes_per_rank']):>14,} "
               f"{_ratio_text(e['traffic_ratio_to_dp']):>12}")
+    if not expected:
+        print(f"emulator parity is not expected here: {out['engine_order']} adds floats in its own order, not the "
+              f"ring's (docs/real_engine.md); --torch-algorithm ring or --grads blocks makes it exact")
     print(f"traffic: {out['traffic_source']}")
     return 0 if ok else 1
 

@@ -28,9 +28,10 @@ from zero_stages.closed_forms import STAGES, check_stage
 from zero_stages.job import Job
 from zero_stages.report import build_report, parity_mismatches, stage_json
 
-__all__ = ["run_zero_on_torch", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE"]
+__all__ = ["run_zero_on_torch", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE", "COMPARED"]
 
 TRAFFIC_SOURCE = "modelled: ring schedules in the CommLedger (not bytes observed on the wire)"
+COMPARED = "final and per-step 16-bit weights, fp32 master, m, v and averaged gradients, bit for bit"
 
 
 class RankRows:
@@ -83,7 +84,9 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     Each entry of ``stages`` has the fields of ``ringemu zero --json`` (``name``, ``parity_with_dp``,
     ``traffic_sent_bytes_per_rank``, ``model_state_bytes_per_rank``, ``peak_bytes_per_rank``, ...) plus
     ``parity_with_emulator`` (None when ``compare_emulator`` is false) and short sha256 digests of the final
-    16-bit weights, master, m and v. DP always runs, as the reference of ``parity_with_dp``. ``timeout`` bounds
+    16-bit weights, master, m and v. The top level says what was compared (``compared``), in which order each side
+    adds (``emulator_order``, ``engine_order``) and whether emulator parity is expected
+    (``emulator_parity_expected``: with the ring algorithm, or with integer-block gradients, exact in any order). DP always runs, as the reference of ``parity_with_dp``. ``timeout`` bounds
     each stage's run in seconds; a failed or hung run raises ``RankFailure`` after its processes are killed.
     ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``.
     """
@@ -99,9 +102,14 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     run = ("dp",) + tuple(s for s in wanted if s != "dp")
     reports = {s: stage_on_torch(s, job(), backend, algorithm, timeout) for s in run}
     dp = reports["dp"]
+    # the emulator adds in the ring's order; gloo's own collectives add floats in gloo's order, so only exact sums
+    # (integer blocks) or the ring schedule on torch can equal it bit for bit
+    expected = algorithm == "ring" or grads == "blocks"
     out = {"backend": "torch", "torch_backend": backend, "algorithm": algorithm, "ranks": dp.n_ranks,
            "steps": dp.steps, "dtype": dp.wire_dtype, "seed": seed, "grads": grads,
-           "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "traffic_source": TRAFFIC_SOURCE, "stages": []}
+           "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "traffic_source": TRAFFIC_SOURCE,
+           "compared": COMPARED, "emulator_order": "ring", "engine_order": "ring" if algorithm == "ring" else backend,
+           "emulator_parity_expected": expected, "stages": []}
     for s in wanted:
         rep = reports[s]
         entry = stage_json(rep, dp)
