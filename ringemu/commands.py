@@ -27,7 +27,7 @@ from .ledger import CommLedger
 from .algorithms import op_names
 from .schedule import check_n_ranks
 from .testing import shards_of
-from .trace import trace_collective
+from .trace import MAX_NUMEL as TRACE_MAX_NUMEL, MAX_RANKS as TRACE_MAX_RANKS, trace_collective
 from .units import GB, format_gb
 from .virtual import VirtualBuffer
 
@@ -210,7 +210,11 @@ def _positive_fraction(text: str, name: str, allow_zero: bool) -> Fraction:
 
 # -- demo --------------------------------------------------------------------------------------------------------
 def cmd_demo(args) -> int:
-    n, s = check_n_ranks(args.ranks, "ranks"), check_numel(args.numel)
+    n, s = check_n_ranks(args.ranks, "--ranks"), check_numel(args.numel, "--numel")
+    if n > TRACE_MAX_RANKS or s > TRACE_MAX_NUMEL:  # the demo prints every step's grid: teaching sizes only
+        raise ValueError(f"demo shows every step, so it is for small rings: --ranks must be at most "
+                         f"{TRACE_MAX_RANKS} and --numel at most {TRACE_MAX_NUMEL}; got --ranks {n} --numel {s} "
+                         f"(`ringemu run` or `ringemu count` take any size)")
     trace = trace_collective("all-reduce", n, s, "int32", args.seed, max_abs=9)  # single-digit inputs
     inputs = integer_blocks(n, s, args.seed, "int32", max_abs=min(9, value_bound(n, "int32")))
     ledger = CommLedger()

@@ -156,7 +156,9 @@ def test_demo(capsys):
     (["run", "--op", "all-reduce", "--ranks", "3", "--numel", "3", "--dtype", "fp32", "--seed", "-1"],
      "seed must be an integer >= 0, got -1"),
     (["trace", "--op", "all-reduce", "--ranks", "64", "--numel", "3"], "a trace is for small runs"),
-    (["demo", "--ranks", "0"], "ranks must be an integer >= 1, got 0"),
+    (["demo", "--ranks", "0"], "--ranks must be an integer >= 1, got 0"),
+    (["demo", "--ranks", "40"], "demo shows every step, so it is for small rings: --ranks must be at most 16"),
+    (["demo", "--numel", "1000"], "--numel at most 256; got --ranks 8 --numel 1000"),
     (["count", "--op", "all-reduce", "--ranks", "100000", "--numel", "3", "--dtype", "fp32"],
      "ranks must be <= 4096 for count"),
     (["run", "--op", "all-reduce", "--ranks", "8", "--numel", "27781427952", "--dtype", "bf16"],
@@ -171,6 +173,34 @@ def test_bad_input_prints_one_line_and_exits_2(capsys, argv, message):
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("ringemu: error: ") and message in err
+
+
+def test_version_bare_command_and_python_dash_m(capsys):
+    import ringemu
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"ringemu {ringemu.__version__}\n"
+    assert main([]) == 0  # bare `ringemu`: the help, listing every command
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ringemu") and all(c in out for c in ("demo", "count", "zero", "memory", "prove"))
+    ran = subprocess.run([sys.executable, "-m", "ringemu", "--version"], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert ran.returncode == 0 and ran.stdout == f"ringemu {ringemu.__version__}\n"
+
+
+@pytest.mark.parametrize("command, options", [
+    ("zero", ("--stage", "--steps", "--seed", "--json", "--init-scale", "--timeout", "--grads")),
+    ("memory", ("--dtype", "--json")),
+])
+def test_every_option_has_help_text(capsys, command, options):
+    from ringemu.cli import build_parser
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices[command]
+    helps = {o: a.help for a in sub._actions for o in a.option_strings}
+    for option in options:
+        assert helps[option] and len(helps[option]) > 10, (command, option)
+    for action in sub._actions:  # every option with a default names it in its help
+        if action.default not in (None, False, "==SUPPRESS==") and action.option_strings != ["-h", "--help"]:
+            assert "default" in (action.help or ""), (command, action.option_strings)
 
 
 def test_console_script_in_a_subprocess(tmp_path):

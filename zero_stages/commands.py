@@ -104,9 +104,11 @@ def register(subparsers) -> None:
                    help=f"unit sizes, comma-separated (default {','.join(map(str, DEFAULT_UNIT_SIZES))})")
     z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
                    help="default: dynamic for fp16, none for bf16")
-    z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16, help="initial (dynamic) or fixed (static) loss scale, > 0 (default 65536 = 2^16)")
+    z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16,
+                   help="initial (dynamic) or fixed (static) loss scale, > 0 (default 65536 = 2^16)")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
-                   help="emulator (in-process, default) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
+                   help="emulator (in-process, default) or torch (N gloo processes on 127.0.0.1, checked against "
+                        "the emulator)")
     z.add_argument("--torch-algorithm", choices=("ring", "native"), default="ring",
                    help="torch backend: ringemu's ring schedule over send/recv (default; the emulator's summation "
                         "order), or the engine's own collectives (gloo's order)")
