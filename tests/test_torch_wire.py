@@ -2,6 +2,7 @@
 import os
 import shutil
 import subprocess
+import json
 import sys
 from fractions import Fraction
 
@@ -96,3 +97,22 @@ def test_missing_namespaces_fail_under_ci_and_skip_elsewhere(monkeypatch):
     monkeypatch.setenv("CI", "")
     with pytest.raises(pytest.skip.Exception):
         require_netns()
+
+
+def test_command_line_table_by_default_json_with_flag_and_help_on_every_option(monkeypatch, capsys):
+    """The measurement itself is stubbed (its numbers are tested above); this checks what the command prints."""
+    canned = {"n_ranks": 2, "numel": 8, "dtype": "bf16", "algorithm": "native", "rounds": 1,
+              "barrier_bytes_on_lo": "0", "workloads": {
+                  "dp": {"modelled_bytes_total": 32, "modelled_bytes_per_rank": "16", "socket_bytes_per_rank":
+                         ["20", "20"], "socket_bytes_total": "40", "lo_bytes_total": "100",
+                         "lo_packets_total": "4", "socket_over_modelled": "5/4", "lo_over_modelled": "25/8"}}}
+    monkeypatch.setattr(wire_bytes, "measure_here", lambda *a: canned)
+    assert wire_bytes.main(["--here", "--ranks", "2", "--numel", "8", "--workloads", "dp"]) == 0
+    table = capsys.readouterr().out
+    assert not table.lstrip().startswith("{") and "dp" in table and "1.250000" in table  # 40/32 = 5/4
+    assert wire_bytes.main(["--here", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and json.loads(out) == canned
+    parser = wire_bytes._build_parser()
+    for action in parser._actions:
+        assert action.help and len(action.help) > 10, action.option_strings

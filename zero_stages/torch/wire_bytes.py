@@ -205,24 +205,59 @@ def measure_wire(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp",
     return json.loads(done.stdout)
 
 
+def render(result: dict) -> str:
+    """The measurement as a short table: per workload, modelled vs observed bytes (exact fractions, 2 decimals)."""
+    lines = [f"{result['n_ranks']} ranks, {result['numel']:,} {result['dtype']} elements, {result['algorithm']} "
+             f"collectives, mean of {result['rounds']} rounds (the barrier bracket subtracted)",
+             f"{'workload':<18} {'ledger B/rank':>16} {'socket writes B/rank (max)':>28} {'lo B total':>16} "
+             f"{'sockets / ledger':>17}"]
+    for name, w in result["workloads"].items():
+        sock = max(Fraction(b) for b in w["socket_bytes_per_rank"])
+        ratio = w["socket_over_modelled"]
+        lines.append(f"{name:<18} {float(Fraction(w['modelled_bytes_per_rank'])):>16,.2f} {float(sock):>28,.2f} "
+                     f"{float(Fraction(w['lo_bytes_total'])):>16,.2f} "
+                     f"{'-' if ratio is None else f'{float(Fraction(ratio)):.6f}':>17}")
+    for key, ratios in result.get("zero3_over_dp", {}).items():
+        lines.append(f"ZeRO-3 / DP ({key}): ledger {ratios['modelled_bytes_total']}, sockets "
+                     f"{float(Fraction(ratios['socket_bytes_total'])):.6f}, lo "
+                     f"{float(Fraction(ratios['lo_bytes_total'])):.6f}")
+    return "\n".join(lines)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m zero_stages.torch.wire_bytes",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--ranks", type=int, default=4, help="number of rank processes N (default 4)")
+    parser.add_argument("--numel", type=int, default=1 << 20,
+                        help="elements of the flat buffer the collectives move (default 1048576)")
+    parser.add_argument("--dtype", default="bf16", help="element type: int32 int64 fp16 bf16 fp32 fp64 (default bf16)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="repetitions of each workload, averaged exactly (default 3)")
+    parser.add_argument("--algorithm", choices=("native", "ring"), default="native",
+                        help="gloo's own collectives (native, default) or ringemu's ring over send/recv (ring)")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds before the run is declared hung and its processes killed (default 300)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the buffers and of stage workloads (default 0)")
+    parser.add_argument("--workloads", nargs="+", default=["dp", "zero3"], metavar="NAME",
+                        help=f"what to measure: {', '.join(n for n in WORKLOADS if n != 'barrier')}, or "
+                             f"{STAGE_PREFIX}STAGE for one training step of a stage module (default dp zero3)")
+    parser.add_argument("--here", action="store_true",
+                        help="measure in the current network namespace (no unshare; other traffic on lo counts)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on one line")
+    return parser
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zero_stages.torch.wire_bytes", description=__doc__.split("\n")[0])
-    parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--numel", type=int, default=1 << 20)
-    parser.add_argument("--dtype", default="bf16")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--algorithm", default="native")
-    parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workloads", nargs="+", default=["dp", "zero3"])
-    parser.add_argument("--here", action="store_true", help="measure in the current namespace (no unshare)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    args = _build_parser().parse_args(argv)
     from zero_stages.torch import wire_bytes as module  # not __main__: the ranks unpickle functions by module name
     fn = module.measure_here if args.here else module.measure_wire
-    result = fn(args.ranks, args.numel, args.dtype, tuple(args.workloads), args.rounds, args.algorithm,
-                args.timeout, args.seed)
-    print(json.dumps(result, indent=None if args.json else 2))
+    try:
+        result = fn(args.ranks, args.numel, args.dtype, tuple(args.workloads), args.rounds, args.algorithm,
+                    args.timeout, args.seed)
+    except (ValueError, TypeError) as exc:
+        print(f"wire_bytes: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result) if args.json else render(result))
     return 0
 
 
