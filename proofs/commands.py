@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from ringemu.progress import progress_bar
+
+from .catalog import select
 from .report import prove, render_table, summary, to_json
 
 __all__ = ["register", "cmd_prove"]
@@ -37,7 +40,8 @@ def _indent(text: str) -> int:
 def cmd_prove(args) -> int:
     if args.indent is not None and not args.json:
         raise ValueError("--indent applies to --json output only")
-    results = prove(args.ids)
+    with progress_bar(len(select(args.ids)), "prove", enabled=not args.json) as bar:
+        results = prove(args.ids, bar=bar)
     if args.json:
         print(json.dumps(to_json(results), indent=args.indent, ensure_ascii=False))
     else:

@@ -19,11 +19,19 @@ __all__ = ["prove", "summary", "render_table", "to_json", "value_json"]
 _WIDTHS = {"id": 4, "statement": 44, "part": 16, "printed": 18, "exact": 20, "run": 20, "check": 5}
 
 
-def prove(ids=None, context: RunContext | None = None, catalog=None) -> list[Result]:
-    """Evaluate the selected claims (all by default) with one shared :class:`RunContext`."""
+def prove(ids=None, context: RunContext | None = None, catalog=None, bar=None) -> list[Result]:
+    """Evaluate the selected claims (all by default) with one shared :class:`RunContext`; ``bar`` (a progress
+    bar, :func:`ringemu.progress.progress_bar`) advances by one per claim."""
     context = context if context is not None else RunContext()
     claims = select(ids) if catalog is None else select(ids, catalog)
-    return [evaluate(c, context) for c in claims]
+    results = []
+    for claim in claims:
+        if bar is not None:
+            bar.set_postfix_str(claim.id)
+        results.append(evaluate(claim, context))
+        if bar is not None:
+            bar.update()
+    return results
 
 
 def summary(results: list[Result]) -> dict[str, int]:

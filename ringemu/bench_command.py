@@ -29,6 +29,7 @@ import numpy as np
 from .dtypes import dtype_name, resolve_dtype
 from .execute import default_threads, run_schedule
 from .layout import ChunkLayout
+from .progress import progress_bar
 from .algorithms.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
 from .schedule import ADD
 
@@ -75,18 +76,23 @@ def _threaded(fn, parts: list[tuple[int, int]]) -> None:
         w.join()
 
 
-def time_interleaved(calls: dict, repeats: int, warmup: int = 1) -> dict:
+def time_interleaved(calls: dict, repeats: int, warmup: int = 1, bar=None) -> dict:
     """:func:`time_it` for several calls taking turns (run r of every call before run r+1 of any), so that a burst
-    of load from elsewhere on the machine hits all of them alike and their ratios stay fair."""
-    for fn in calls.values():
-        for _ in range(warmup):
+    of load from elsewhere on the machine hits all of them alike and their ratios stay fair. ``bar`` (a progress
+    bar) advances once per round, warm-up included, outside the timed calls."""
+    for _ in range(warmup):
+        for fn in calls.values():
             fn()
+        if bar is not None:
+            bar.update()
     samples = {key: [] for key in calls}
     for _ in range(repeats):
         for key, fn in calls.items():
             start = time.perf_counter()
             fn()
             samples[key].append(time.perf_counter() - start)
+        if bar is not None:
+            bar.update()
     return {key: Timing(tuple(v)) for key, v in samples.items()}
 
 
@@ -140,8 +146,9 @@ def numpy_loop(schedule, world: np.ndarray) -> None:
 
 
 def bench_collectives(n: int, numel: int, dtype="fp32", ops=tuple(OPS), modes=("fused", "step"),
-                      numpy: bool = True, repeats: int = 5, threads: int | None = None) -> dict:
-    """Time ``ops`` on an (N, S) world of small random values (seed 0, scaled so repeated runs stay finite)."""
+                      numpy: bool = True, repeats: int = 5, threads: int | None = None, bar=None) -> dict:
+    """Time ``ops`` on an (N, S) world of small random values (seed 0, scaled so repeated runs stay finite);
+    ``bar`` (a progress bar of ``repeats + 1`` steps) advances once per round."""
     dt = resolve_dtype(dtype)
     layout = ChunkLayout(numel, n)
     world = np.empty((n, layout.padded_numel), dtype=dt)
@@ -155,7 +162,7 @@ def bench_collectives(n: int, numel: int, dtype="fp32", ops=tuple(OPS), modes=("
             calls[(op, f"ringemu-{m}")] = lambda s=schedule, m=m: run_schedule(s, world, m, threads=threads)
         if numpy:
             calls[(op, "numpy-loop")] = lambda s=schedule: numpy_loop(s, world)
-    timings = time_interleaved(calls, repeats)
+    timings = time_interleaved(calls, repeats, bar=bar)
     stream = {"array_bytes": streams["copy"][1], "copy": timings[("stream", "copy")],
               "add": timings[("stream", "add")]}
     for k in ("copy", "add"):
@@ -217,7 +224,8 @@ def cmd_bench(args) -> int:
     if args.log2_numel > 30:
         raise ValueError(f"--log2-numel must be <= 30; got {args.log2_numel}")
     n, log2, repeats = (4, 16, 3) if args.quick else (args.ranks, args.log2_numel, args.repeats)
-    result = bench_collectives(n, 2 ** log2, args.dtype, repeats=repeats)
+    with progress_bar(repeats + 1, "bench (warm-up, then timed rounds)", enabled=not args.json) as bar:
+        result = bench_collectives(n, 2 ** log2, args.dtype, repeats=repeats, bar=bar)
     print(json.dumps(result) if args.json else render(result))
     return 0
 
@@ -231,4 +239,4 @@ def register(subparsers) -> None:
     p.add_argument("--repeats", type=int, default=5, help="timed runs per case (default 5)")
     p.add_argument("--quick", action="store_true", help="smoke run: N = 4, S = 2^16, 3 runs (about a second)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(handler=cmd_bench)
+    p.set_defaults(handler=cmd_bench)  # progress on stderr when it is a terminal (ringemu.progress)

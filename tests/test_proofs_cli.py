@@ -89,7 +89,7 @@ def test_unknown_id_exits_2(capsys):
 def test_a_failing_claim_makes_the_exit_status_1(monkeypatch, capsys):
     m4 = next(c for c in CLAIMS if c.id == "M4")
     broken = replace(m4, parts=(replace(m4.parts[0], printed="5.5×"),))
-    monkeypatch.setattr(proofs.commands, "prove", lambda ids: [evaluate(broken, RunContext())])
+    monkeypatch.setattr(proofs.commands, "prove", lambda ids, bar=None: [evaluate(broken, RunContext())])
     assert main(["prove"]) == 1
     out = capsys.readouterr().out
     assert "fail" in out and "FAILED" in out.splitlines()[-1]

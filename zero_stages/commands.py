@@ -157,9 +157,14 @@ def _print_stage(report: StageReport, info: dict) -> None:
 
 
 def _torch_command(args, units, scaling) -> int:
-    from zero_stages.torch.torch_zero import run_zero_on_torch  # torch is an optional extra
-    out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
-                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm)
+    from ringemu.progress import progress_bar
+    from zero_stages.torch import torch_zero  # torch is an optional extra
+
+    runs = torch_zero.torch_steps(args.stage)
+    with progress_bar(runs, f"zero on torch, {args.ranks} ranks", enabled=not args.json) as bar:
+        out = torch_zero.run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads,
+                                           args.timeout, unit_sizes=units, loss_scaling=scaling,
+                                           algorithm=args.torch_algorithm, bar=bar)
     expected = out["emulator_parity_expected"]
     ok = all(e["parity_with_dp"] and (e["parity_with_emulator"] is not False or not expected) for e in out["stages"])
     if args.json:

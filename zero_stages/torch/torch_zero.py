@@ -28,7 +28,7 @@ from zero_stages.closed_forms import STAGES, check_stage
 from zero_stages.job import Job
 from zero_stages.report import build_report, parity_mismatches, stage_json
 
-__all__ = ["run_zero_on_torch", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE", "COMPARED"]
+__all__ = ["run_zero_on_torch", "torch_steps", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE", "COMPARED"]
 
 TRAFFIC_SOURCE = "modelled: ring schedules in the CommLedger (not bytes observed on the wire)"
 COMPARED = "final and per-step 16-bit weights, fp32 master, m, v and averaged gradients, bit for bit"
@@ -72,13 +72,29 @@ def stage_on_torch(stage: str, job: Job, backend: str = "gloo", algorithm: str =
     return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, False, results, memory, comm)
 
 
+def torch_steps(stages="all", compare_emulator: bool = True) -> int:
+    """How many runs :func:`run_zero_on_torch` makes: DP and every stage on torch, each stage on the emulator."""
+    wanted = STAGES if stages == "all" else (stages,) if isinstance(stages, str) else tuple(stages)
+    return len({"dp", *wanted}) + (len(wanted) if compare_emulator else 0)
+
+
+def _advance(bar, what: str, before: bool = False) -> None:
+    if bar is None:
+        return
+    if before:
+        bar.set_postfix_str(what)
+    else:
+        bar.update()
+
+
 def digest(array) -> str | None:
     return None if array is None else hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
 def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype: str = "bf16", seed: int = 0,
                       grads: str = "blocks", timeout: float = 300.0, *, unit_sizes=None, loss_scaling=None,
-                      backend: str = "gloo", algorithm: str = "native", compare_emulator: bool = True) -> dict:
+                      backend: str = "gloo", algorithm: str = "native", compare_emulator: bool = True,
+                      bar=None) -> dict:
     """Train ``stages`` (``"all"``, a name, or a list) on ``n_ranks`` torch processes; JSON-ready dict.
 
     Each entry of ``stages`` has the fields of ``ringemu zero --json`` (``name``, ``parity_with_dp``,
@@ -88,7 +104,8 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     adds (``emulator_order``, ``engine_order``) and whether emulator parity is expected
     (``emulator_parity_expected``: with the ring algorithm, or with integer-block gradients, exact in any order). DP always runs, as the reference of ``parity_with_dp``. ``timeout`` bounds
     each stage's run in seconds; a failed or hung run raises ``RankFailure`` after its processes are killed.
-    ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``.
+    ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``. ``bar`` (a progress
+    bar of :func:`torch_steps` steps, :func:`ringemu.progress.progress_bar`) advances after each run.
     """
     timeout = check_timeout(timeout)
 
@@ -100,7 +117,11 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     wanted = STAGES if stages == "all" else (stages,) if isinstance(stages, str) else tuple(stages)
     wanted = tuple(check_stage(s) for s in wanted)
     run = ("dp",) + tuple(s for s in wanted if s != "dp")
-    reports = {s: stage_on_torch(s, job(), backend, algorithm, timeout) for s in run}
+    reports = {}
+    for s in run:
+        _advance(bar, f"{s} on torch", before=True)
+        reports[s] = stage_on_torch(s, job(), backend, algorithm, timeout)
+        _advance(bar, f"{s} on torch")
     dp = reports["dp"]
     # the emulator adds in the ring's order; gloo's own collectives add floats in gloo's order, so only exact sums
     # (integer blocks) or the ring schedule on torch can equal it bit for bit
@@ -116,7 +137,9 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
         entry["parity_with_emulator"], entry["emulator_mismatches"] = None, None
         entry["digests"] = {k: digest(getattr(rep, k)) for k in ("weights16", "master", "m", "v")}
         if compare_emulator:
+            _advance(bar, f"{s} on the emulator", before=True)
             emu = api.run_job(s, job())
+            _advance(bar, f"{s} on the emulator")
             diff = parity_mismatches(rep, emu)
             same_counts = all(getattr(rep, k) == getattr(emu, k) for k in (
                 "model_state_bytes_per_rank", "peak_bytes_per_rank", "traffic_sent_bytes_per_rank"))
