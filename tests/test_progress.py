@@ -26,7 +26,7 @@ def test_a_bar_only_on_a_terminal_and_only_when_enabled():
     with progress_bar(3, "work", stream=shown) as bar:
         for _ in range(3):
             bar.update()
-    assert "work" in shown.getvalue() and "3/3" in shown.getvalue()
+    assert "work:" in shown.getvalue() and "/3 [" in shown.getvalue()  # drawn, then cleared (leave=False)
     for stream, enabled in ((io.StringIO(), True), (Terminal(), False)):  # a pipe or a file; --json
         with progress_bar(3, "work", stream=stream, enabled=enabled) as bar:
             bar.update()
@@ -38,7 +38,7 @@ def test_prove_shows_progress_on_a_terminal_but_not_with_json(monkeypatch, capsy
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     assert main(["prove", "--id", "M2", "C4"]) == 0
-    assert "prove" in terminal.getvalue() and "2/2" in terminal.getvalue()
+    assert "prove:" in terminal.getvalue() and "/2 [" in terminal.getvalue() and "M2" in terminal.getvalue()
     assert "prove" not in capsys.readouterr().out.splitlines()[0]  # stdout: the table only
     terminal.seek(0)
     terminal.truncate()
