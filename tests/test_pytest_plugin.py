@@ -48,11 +48,15 @@ def test_wrong_expectation_is_reported(ring_world, comm_ledger, assert_traffic):
 '''
 
 
-def _readme_example() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("### Use it as an oracle in your own property tests"):]
+def _first_python_block(path: Path, heading: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    section = text[text.index(heading):]
     start = section.index("```python\n") + len("```python\n")
     return section[start:section.index("\n```", start)] + "\n"
+
+
+def _readme_example() -> str:
+    return _first_python_block(ROOT / "README.md", "### Use it as an oracle in your own property tests")
 
 
 def _plugin_args() -> list[str]:
@@ -71,10 +75,12 @@ def _pytest(directory: Path, *args: str, env_extra: dict | None = None) -> subpr
 def test_readme_example_and_fixtures_pass_on_a_cold_numba_cache(tmp_path):
     (tmp_path / "test_readme_example.py").write_text(_readme_example(), encoding="utf-8")
     (tmp_path / "test_fixtures.py").write_text(FIXTURE_TESTS, encoding="utf-8")
+    (tmp_path / "test_docs_fixtures.py").write_text(
+        _first_python_block(ROOT / "docs" / "testing.md", "## 2. Per-rank code"), encoding="utf-8")
     cache = tmp_path / "numba-cache"  # empty: every kernel compiles in this run
     run = _pytest(tmp_path, "-q", env_extra={"NUMBA_CACHE_DIR": str(cache)})
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "4 passed" in run.stdout, run.stdout
+    assert "6 passed" in run.stdout, run.stdout
     assert "ringemu: kernels warmed (24 collective calls" in run.stdout  # 4 ops x 6 dtypes
     header = _pytest(tmp_path, "--co", "--ringemu-warmup=never", env_extra={"NUMBA_CACHE_DIR": str(cache)})
     assert f"ringemu {ringemu.__version__}, numba cache: {cache}, hypothesis profile: ringemu-dev" \
