@@ -6,25 +6,13 @@ ZeRO's shard map (Rajbhandari et al. 2019, §5.1): rank r owns chunk r.
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ChunkLayout", "check_numel", "MAX_NUMEL"]
+from .checks import MAX_NUMEL, check_int, check_numel  # check_numel, MAX_NUMEL kept importable from here
 
-MAX_NUMEL = 2 ** 63 - 1  # offsets and counts are aggregated in int64 arrays
-
-
-def check_numel(numel: object, name: str = "numel") -> int:
-    """Return ``numel`` as an int, or raise a clear error if it is not an integer >= 0."""
-    if isinstance(numel, bool) or not isinstance(numel, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= 0, got {numel!r} ({type(numel).__name__})")
-    if numel < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {numel}")
-    if numel > MAX_NUMEL:
-        raise ValueError(f"{name} must be below 2**63 (counts are aggregated in int64), got {numel}")
-    return operator.index(numel)
+__all__ = ["ChunkLayout"]
 
 
 @dataclass(frozen=True)
@@ -36,11 +24,7 @@ class ChunkLayout:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "numel", check_numel(self.numel))
-        if isinstance(self.n_chunks, bool) or not isinstance(self.n_chunks, (int, np.integer)):
-            raise TypeError(f"n_chunks must be an integer >= 1, got {self.n_chunks!r} ({type(self.n_chunks).__name__})")
-        if not 1 <= self.n_chunks <= MAX_NUMEL:
-            raise ValueError(f"n_chunks must be an integer >= 1 and < 2**63, got {self.n_chunks}")
-        object.__setattr__(self, "n_chunks", operator.index(self.n_chunks))
+        object.__setattr__(self, "n_chunks", check_int(self.n_chunks, "n_chunks", minimum=1, maximum=MAX_NUMEL))
 
     @property
     def chunk_size(self) -> int:
