@@ -20,7 +20,8 @@ import hashlib
 
 import numpy as np
 
-from ringemu.backends.torch_launch import TorchWorld, check_timeout
+from ringemu.backends.torch_launch import TorchWorld
+from ringemu.checks import check_timeout
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
 from zero_stages import api

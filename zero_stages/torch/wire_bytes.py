@@ -185,7 +185,7 @@ def measure_wire(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp",
     Raises ValueError, with the system's reason, if the namespace cannot be created (no root, no user
     namespaces) or the run fails.
     """
-    from ringemu.backends.torch_launch import check_timeout
+    from ringemu.checks import check_timeout
 
     timeout = check_timeout(timeout)
     command = [sys.executable, "-m", "zero_stages.torch.wire_bytes", "--here", "--json", "--ranks", str(n_ranks),

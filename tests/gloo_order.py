@@ -1,4 +1,5 @@
-"""The order in which gloo's CPU all-reduce adds floats: a model that reproduces its bits.
+"""The order in which gloo's CPU all-reduce adds floats: a model that reproduces its bits (a test oracle for
+the torch backend's tests: it explains measured bits and is not part of the emulator).
 
 gloo's ``allreduce`` (``gloo/allreduce.cc``, the algorithm torch's ProcessGroupGloo runs for dense CPU tensors)
 is a ring too, but not ringemu's ring:
@@ -25,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import resolve_dtype
-from ..reference import hop_add
+from ringemu.dtypes import resolve_dtype
+from ringemu.reference import hop_add
 
 __all__ = ["gloo_chunk_bounds", "gloo_ring_sum", "GLOO_MAX_SEGMENT_BYTES"]
 
