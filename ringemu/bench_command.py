@@ -35,7 +35,8 @@ from .layout import ChunkLayout
 from .schedule import ADD, Schedule
 
 __all__ = ["Timing", "time_it", "time_interleaved", "stream_calls", "stream_rates", "floor_bytes",
-           "schedule_model_bytes", "bus_factor", "numpy_loop", "bench_collectives", "render", "register", "OPS", "SHORT"]
+           "schedule_model_bytes", "bus_factor", "numpy_loop", "bench_collectives", "render", "register",
+           "OPS", "SHORT"]
 
 OPS = algorithms.COLLECTIVES  # the collectives a bench times, as the registry names them
 

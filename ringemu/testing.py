@@ -12,9 +12,9 @@ first built, so :func:`assert_matches_ringemu` works without it):
 * :func:`float_worlds` — fixed-seed (N, S) non-integer floats, where the order of addition shows in the bits.
 
 Oracle: :func:`assert_matches_ringemu` runs your reduce-scatter / all-gather / all-reduce on a world and
-compares every rank's result with ringemu's (by the algorithm you name, default the ring) bit for bit, and optionally the traffic you report per rank with
-the :class:`~ringemu.ledger.CommLedger`. A mismatch raises ``AssertionError`` naming the first differing rank and
-element with expected and actual values (and bits).
+compares every rank's result with ringemu's (by the algorithm you name, default the ring) bit for bit, and
+optionally the traffic you report per rank with the :class:`~ringemu.ledger.CommLedger`. A mismatch raises
+``AssertionError`` naming the first differing rank and element with expected and actual values (and bits).
 """
 from __future__ import annotations
 
