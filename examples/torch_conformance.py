@@ -11,7 +11,8 @@ def main() -> int:
     for algorithm in ("ring", "native"):
         report = check_communicator(lambda n: TorchWorld(n, algorithm=algorithm, timeout=120),
                                     name=f"TorchWorld(algorithm={algorithm!r})", min_ranks=4, max_ranks=5,
-                                    max_numel=40, max_examples=4, dtypes=("int32", "int64", "fp32", "bf16"))
+                                    max_numel=40, min_numel=16, max_examples=4,
+                                    dtypes=("int32", "int64", "fp32", "bf16"))
         print(report.text())
         ok = ok and report.ok
     return 0 if ok else 1

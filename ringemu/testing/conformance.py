@@ -13,8 +13,9 @@ Per collective the report says:
 
 * **values** — every rank's result on integer blocks equals the exact sum (or gather), element for element;
 * **bits** — on floats, which orders of addition reproduce every rank's bits on every example: each algorithm
-  ringemu's registry names for that collective (:func:`ringemu.algorithms.names`, run as schedules) and gloo's
-  own ring (:mod:`ringemu.backends.gloo_order`); ``none`` if no order does;
+  ringemu's registry names for that collective (:func:`ringemu.algorithms.names`: the ring, trees, halving-doubling,
+  ...; one that does not support the example's N is not judged on it) and, for sums, gloo's own order
+  (:data:`GLOO_NATIVE`, :mod:`ringemu.testing.gloo_order`); ``none`` if no order does;
 * **bytes** — if the communicator reports what it sends (a method ``bytes_sent()`` returning this rank's
   cumulative bytes), each rank's bytes per call against the :class:`~ringemu.ledger.CommLedger` of the ringemu
   algorithm its bits match (ring if none), padding included.
@@ -31,19 +32,21 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import algorithms
-from ..backends.gloo_order import gloo_ring_sum
 from ..blocks import integer_blocks
 from ..dtypes import DTYPES, dtype_name, resolve_dtype
-from ..execute import run_schedule
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
-from .oracle import compare_array
+from ..schedule import ADD
+from ..virtual import VirtualBuffer
+from .gloo_order import gloo_ring_sum
+from .oracle import compare_array, run_op
 
-__all__ = ["GLOO_ORDER", "CollectiveReport", "ConformanceReport", "check_communicator", "assert_conforms",
+__all__ = ["GLOO_NATIVE", "CollectiveReport", "ConformanceReport", "check_communicator", "assert_conforms",
            "expected_results"]
 
-GLOO_ORDER = "gloo"  # gloo's own ring order of addition (ringemu.backends.gloo_order), for sums only
-_SUMS = ("reduce-scatter", "all-reduce")
+
+
+GLOO_NATIVE = "gloo native"  # gloo's own order of addition (:mod:`.gloo_order`); the registry's "gloo" is its traffic
 
 
 @dataclass
@@ -57,6 +60,8 @@ class CollectiveReport:
 
     @property
     def bits(self) -> str:
+        if len(self.orders) > 1 and set(self.orders) == set(_orders(self.collective)):
+            return f"all {len(self.orders)} orders (none told apart on these examples)"
         return ", ".join(self.orders) if self.orders else "none"
 
     @property
@@ -82,42 +87,45 @@ class ConformanceReport:
         for c in self.collectives.values():
             values = "exact" if c.values == "pass" else "WRONG"
             nbytes = {"pass": "match the ledger", "not reported": "not reported"}.get(c.bytes, "WRONG")
-            lines.append(f"  {c.collective:<15} values {values:<6} bits equal to: {c.bits:<12} bytes {nbytes}")
+            lines.append(f"  {c.collective:<15} values {values:<6} bytes {nbytes:<17} bits equal to: {c.bits}")
         if self.failure:
             lines.append("smallest failing example:")
             lines.extend("  " + line for line in self.failure.splitlines())
         return "\n".join(lines)
 
 
-def expected_results(collective: str, world: np.ndarray, order: str) -> list[np.ndarray]:
-    """Every rank's result of ``collective`` on ``world`` (N, S) when the sums follow ``order`` (an algorithm
-    name of :func:`ringemu.algorithms.names` or :data:`GLOO_ORDER`); for all-gather rank r contributes chunk r of
-    its own row. The ledger is not touched."""
+def expected_results(collective: str, world: np.ndarray, order: str) -> list[np.ndarray] | None:
+    """Every rank's result of ``collective`` on ``world`` (N, S) when the sums follow ``order`` (an algorithm name
+    of :func:`ringemu.algorithms.names`, or :data:`GLOO_NATIVE`), or None where that algorithm does not support N
+    ranks. All-gather: rank r contributes chunk r of its own row; reduce-scatter: rank r's shard is chunk r of
+    ``ChunkLayout(S, N)`` of the all-reduce in the same order (the Communicator's guarantee). No ledger is touched."""
     n, numel = world.shape
     layout = ChunkLayout(numel, n)
-    if order == GLOO_ORDER:
-        total = gloo_ring_sum(world)
-        rows = np.broadcast_to(total, world.shape)
+    if order == GLOO_NATIVE:
+        with np.errstate(over="ignore", invalid="ignore"):
+            rows = np.broadcast_to(gloo_ring_sum(world), world.shape)
+    elif collective == "all-gather":
+        if algorithms.algorithm(collective, order).unsupported(n) is not None:
+            return None
+        rows = run_op("all-gather", world, algorithm=order)
     else:
-        schedule = algorithms.build(collective, n, order)
-        padded_layout = ChunkLayout(numel, schedule.n_chunks)
-        padded = np.zeros((n, padded_layout.padded_numel), world.dtype)
-        if collective == "all-gather":
-            for r in range(n):
-                padded[r, layout.payload_slice(r)] = world[r, layout.payload_slice(r)]
-        else:
-            padded[:, :numel] = world
-        if padded.size:
-            with np.errstate(over="ignore", invalid="ignore"):
-                run_schedule(schedule, padded)
-        rows = padded[:, :numel]
+        if any(algorithms.algorithm(c, order).unsupported(n) is not None for c in (collective, "all-reduce")):
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            rows = run_op("all-reduce", world, algorithm=order)
     if collective == "reduce-scatter":
-        return [np.array(rows[r, layout.payload_slice(r)]) for r in range(n)]
+        return [np.array(rows[r][layout.payload_slice(r)]) for r in range(n)]
     return [np.array(rows[r]) for r in range(n)]
 
 
+def _adds(collective: str) -> bool:
+    """Whether the collective sums (its default schedule has an add): only then does an order of addition show."""
+    table = algorithms.build(collective, 2).table
+    return bool((table[:, 4] == ADD).any())
+
+
 def _orders(collective: str) -> tuple[str, ...]:
-    return algorithms.names(collective) + ((GLOO_ORDER,) if collective in _SUMS else ())
+    return algorithms.names(collective) + ((GLOO_NATIVE,) if _adds(collective) else ())
 
 
 def _rank_body(comm, worlds: dict, collectives: Sequence[str]) -> dict:
@@ -142,16 +150,20 @@ def _rank_body(comm, worlds: dict, collectives: Sequence[str]) -> dict:
 
 def _ledger_bytes(collective: str, order: str, n: int, numel: int, dtype) -> list[int]:
     ledger = CommLedger()
-    schedule = algorithms.build(collective, n, order)
-    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks), dtype, collective)
+    run_op(collective, VirtualBuffer((n, numel), dtype), algorithm=order, ledger=ledger)
     return [t.sent.bytes for t in ledger.per_rank()]
 
 
 def check_communicator(make_world: Callable[[int], object], *, name: str = "communicator",
                        collectives: Sequence[str] = algorithms.COLLECTIVES, max_ranks: int = 8,
-                       min_ranks: int = 1, max_numel: int = 64, dtypes: Sequence[str] | None = None,
+                       min_ranks: int = 1, max_numel: int = 64, min_numel: int = 0,
+                       dtypes: Sequence[str] | None = None,
                        max_examples: int = 20, expect_order: str | None = None) -> ConformanceReport:
-    """Run the conformance examples (module doc) and return the report; never raises for a wrong result."""
+    """Run the conformance examples (module doc) and return the report; never raises for a wrong result.
+
+    N is drawn from [``min_ranks``, ``max_ranks``], S from [``min_numel``, ``max_numel``] (awkward sizes first),
+    the integer blocks' dtype from ``dtypes`` and the floats' from its float types. ``expect_order`` (an order
+    name) makes bits that miss it a failure."""
     from hypothesis import HealthCheck, Verbosity, given, settings
     from hypothesis import strategies as st
 
@@ -162,15 +174,16 @@ def check_communicator(make_world: Callable[[int], object], *, name: str = "comm
     dtypes = tuple(DTYPES) if dtypes is None else tuple(dtypes)
     float_dtypes = [d for d in dtypes if resolve_dtype(d).kind == "f"] or ["fp32"]
     if expect_order is not None and expect_order not in {o for c in collectives for o in _orders(c)}:
-        raise ValueError(f"expect_order must be one of {', '.join(sorted({o for c in collectives for o in _orders(c)}))}"
-                         f" or None; got {expect_order!r}")
+        known = ", ".join(sorted({o for c in collectives for o in _orders(c)}))
+        raise ValueError(f"expect_order must be one of {known} or None; got {expect_order!r}")
     reports = {c: CollectiveReport(c, orders=list(_orders(c))) for c in collectives}
     report = ConformanceReport(name, reports)
 
     @st.composite
     def examples(draw):
         n = draw(ring_sizes(min_ranks, max_ranks))
-        s = draw(buffer_sizes(n, max_numel))
+        s = draw(st.one_of(buffer_sizes(n, max_numel).filter(lambda v: v >= min_numel),
+                           st.integers(min_numel, max(min_numel, max_numel))))
         int_dtype = draw(dtype_names(dtypes))
         float_dtype = draw(dtype_names(float_dtypes))
         seed = draw(seeds())
@@ -205,11 +218,12 @@ def check_communicator(make_world: Callable[[int], object], *, name: str = "comm
                 rep.values = "fail"
                 problems.append(str(exc))
             matched = _matching_orders(c, worlds["float"], [out[r][("float", c)][0] for r in range(n)], rep)
-            if expect_order is not None and expect_order in _orders(c) and expect_order not in matched:
+            if expect_order is not None and expect_order in _orders(c) and expect_order not in matched \
+                    and expected_results(c, worlds["float"], expect_order) is not None:
                 problems.append(_order_message(c, worlds["float"], out, expect_order))
             sent = [out[r][("integer", c)][1] for r in range(n)]
             if sent[0] is not None:
-                order = next((o for o in matched if o != GLOO_ORDER), algorithms.DEFAULT_ALGORITHM)
+                order = next((o for o in matched if o != GLOO_NATIVE), algorithms.DEFAULT_ALGORITHM)
                 want_bytes = _ledger_bytes(c, order, n, numel, worlds["integer"].dtype)
                 bad = [r for r in range(n) if sent[r] != want_bytes[r]]
                 if bad:
@@ -231,26 +245,32 @@ def check_communicator(make_world: Callable[[int], object], *, name: str = "comm
 
 
 def _matching_orders(collective: str, world: np.ndarray, got: list, rep: CollectiveReport) -> list[str]:
-    """The orders (of those still standing in ``rep``) that reproduce every rank's bits; narrows ``rep.orders``."""
-    matched = []
+    """The orders that reproduce every rank's bits on this example; drops from ``rep.orders`` those that run on
+    this N and differ (an order that does not support N is not judged here)."""
+    matched, differ = [], []
     for order in _orders(collective):
+        want = expected_results(collective, world, order)
+        if want is None:
+            continue
         try:
-            want = expected_results(collective, world, order)
             for r, g in enumerate(got):
                 compare_array("", want[r], g, lambda j: "")
         except AssertionError:
+            differ.append(order)
             continue
         matched.append(order)
-    rep.orders = [o for o in rep.orders if o in matched]
+    rep.orders = [o for o in rep.orders if o not in differ]
     return matched
 
 
 def _order_message(collective: str, world: np.ndarray, out: list, order: str) -> str:
     want = expected_results(collective, world, order)
+    if want is None:
+        return f"{collective}: the {order} algorithm does not support {world.shape[0]} ranks"
     for r in range(world.shape[0]):
         try:
-            compare_array(f"{collective} on floats ({world.dtype}): rank {r}", want[r], out[r][("float", collective)][0],
-                          lambda j: f" (the {order} order)")
+            compare_array(f"{collective} on floats ({world.dtype}): rank {r}", want[r],
+                          out[r][("float", collective)][0], lambda j: f" (the {order} order)")
         except AssertionError as exc:
             return str(exc)
     return f"{collective}: bits differ from the {order} order"

@@ -1,9 +1,10 @@
 """The oracle: check a user's collective against ringemu's bit for bit, and its traffic against the ledger.
 
 :func:`assert_matches_ringemu` runs your reduce-scatter / all-gather / all-reduce on a world and compares every
-rank's result with ringemu's bit for bit, and optionally the traffic you report per rank with the
-:class:`~ringemu.ledger.CommLedger`. A mismatch raises ``AssertionError`` naming the first differing rank and
-element with expected and actual values (and bits).
+rank's result with ringemu's (by the algorithm you name, default the ring) bit for bit, and optionally the traffic
+you report per rank with the :class:`~ringemu.ledger.CommLedger`. A mismatch raises ``AssertionError`` naming the
+first differing rank and element with expected and actual values (and bits). :func:`run_op` runs any op by any
+algorithm of the registry.
 """
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import collectives
-from ..algorithms import op_names
+from ..algorithms import op_names, resolve_op
 from ..checks import is_integer
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 
-__all__ = ["OPS", "shards_of", "assert_matches_ringemu", "run_op", "compare_array"]
+__all__ = ["OPS", "shards_of", "run_op", "assert_matches_ringemu", "compare_array"]
 
 OPS = op_names()
 
@@ -29,11 +30,25 @@ def shards_of(world: np.ndarray) -> list[np.ndarray]:
     return [world[r, layout.payload_slice(r)].copy() for r in range(n)]
 
 
+def run_op(op: str, world, *, algorithm: str | None = None, ledger: CommLedger | None = None, mode: str = "fused",
+           ranks_per_node: int | None = None, label: str | None = None):
+    """Run the collective named ``op`` (:func:`ringemu.algorithms.op_names`) by ``algorithm`` (None: the op's
+    default, see :func:`ringemu.algorithms.resolve_op`) on ``world`` (N, S): all-gather gathers
+    :func:`shards_of` (world) (or counts a VirtualBuffer world), the others reduce the world. Returns
+    :mod:`ringemu.collectives`' result; ``label`` (default the collective's own) names the call in the ledger."""
+    collective, name = resolve_op(op, algorithm)
+    run = getattr(collectives, collective.replace("-", "_"))  # reduce_scatter, all_gather, all_reduce
+    data = shards_of(world) if collective == "all-gather" and isinstance(world, np.ndarray) else world
+    named = {} if label is None else {"label": label}
+    return run(data, ledger=ledger, mode=mode, algorithm=name, ranks_per_node=ranks_per_node, **named)
+
+
 def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, check_traffic: str | None = None,
-                           count_padding: bool = True):
+                           count_padding: bool = True, algorithm: str | None = None):
     """Check ``user_fn`` against ringemu's collective ``op`` on ``world`` (N, S); return ringemu's result.
 
-    ``op`` is ``reduce-scatter``, ``all-gather``, ``all-reduce`` or ``naive-all-reduce``. ``user_fn`` gets what
+    ``op`` is an op name of :func:`ringemu.algorithms.op_names` and ``algorithm`` one of the registry's names for
+    it (None: the ring, or the op's own). ``user_fn`` gets what
     :mod:`ringemu.collectives` gets — a copy of the world, or for all-gather the list :func:`shards_of` (world)
     — and must return the same form: a list of N chunks for reduce-scatter, an (N, S) array otherwise.
     Results must match bit for bit (dtype and shape included; NaN payloads and signed zeros count).
@@ -43,36 +58,27 @@ def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, che
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}; got {op!r}")
+    collective, algorithm = resolve_op(op, algorithm)
     if check_traffic not in (None, "elements", "bytes"):
         raise ValueError(f"check_traffic must be None, 'elements' or 'bytes'; got {check_traffic!r}")
     world = collectives.as_world(world)
     if not isinstance(world, np.ndarray):
         raise TypeError("assert_matches_ringemu needs real data, not a VirtualBuffer")
     ledger = CommLedger()
-    expected = run_op(op, world, ledger=ledger)
-    got = user_fn(shards_of(world) if op == "all-gather" else world.copy())
+    expected = run_op(collective, world, algorithm=algorithm, ledger=ledger)
+    got = user_fn(shards_of(world) if collective == "all-gather" else world.copy())
     if check_traffic is not None:
         if not (isinstance(got, tuple) and len(got) == 2):
             raise AssertionError(f"{op}: with check_traffic={check_traffic!r} the function must return "
                                  f"(result, sent per rank); got {type(got).__name__}")
         got, sent = got
-    if op == "reduce-scatter":
+    if collective == "reduce-scatter":
         _compare_chunks(op, expected, got)
     else:
         _compare_rows(op, expected, got, world.shape[1])
     if check_traffic is not None:
         _compare_traffic(op, ledger, sent, check_traffic, count_padding)
     return expected
-
-
-def run_op(op: str, world: np.ndarray, ledger: CommLedger | None = None, **options):
-    """ringemu's result of ``op`` (an :func:`~ringemu.algorithms.op_names` name) on ``world``; the all-gather
-    input is :func:`shards_of` (world). ``options`` go to the collective (``mode``, ``label``)."""
-    if op == "all-gather":
-        return collectives.all_gather(shards_of(world), ledger=ledger, **options)
-    run = {"reduce-scatter": collectives.reduce_scatter, "all-reduce": collectives.all_reduce,
-           "naive-all-reduce": collectives.naive_all_reduce}[op]
-    return run(world, ledger=ledger, **options)
 
 
 # -- internals -------------------------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""Hypothesis strategies for collectives: ring sizes, awkward buffer sizes, dtypes and fixed-seed worlds.
+"""Hypothesis strategies for collectives: ring sizes, awkward buffer sizes, dtypes, algorithms and worlds.
 
 They need hypothesis (``pip install 'ringemu[test]'``), imported when a strategy is first built:
 
 * :func:`ring_sizes` — numbers of ranks N, shrinking towards 1;
 * :func:`buffer_sizes` — element counts S including the awkward ones: 0, 1, S < N, S not a multiple of N, primes;
 * :func:`dtype_names` — ``int32 int64 fp16 bf16 fp32 fp64``;
+* :func:`algorithm_names` — the registry's algorithms (:mod:`ringemu.algorithms`), shrinking towards the ring;
+  optionally those of one collective that support N ranks;
 * :func:`integer_worlds` — fixed-seed (N, S) integer blocks of one or every dtype, exact in any summation order;
 * :func:`float_worlds` — fixed-seed (N, S) non-integer floats, where the order of addition shows in the bits.
 """
@@ -14,11 +16,12 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import algorithms
 from ..blocks import integer_blocks
 from ..dtypes import DTYPES, resolve_dtype
 
-__all__ = ["AWKWARD_SIZES", "FLOAT_DTYPES", "ring_sizes", "buffer_sizes", "dtype_names", "seeds", "integer_worlds",
-           "float_worlds"]
+__all__ = ["AWKWARD_SIZES", "FLOAT_DTYPES", "ring_sizes", "buffer_sizes", "dtype_names", "algorithm_names",
+           "seeds", "integer_worlds", "float_worlds"]
 
 AWKWARD_SIZES = (0, 1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127)  # 0, 1 and primes: never a multiple of N > 1
 FLOAT_DTYPES = ("fp16", "bf16", "fp32", "fp64")
@@ -54,6 +57,18 @@ def dtype_names(names: Sequence[str] = tuple(DTYPES)):
     for name in names:
         resolve_dtype(name)
     return _st().sampled_from(list(names))
+
+
+def algorithm_names(collective: str | None = None, n_ranks: int | None = None):
+    """Algorithm names of the registry (for ``collective``, or any), shrinking towards the first (the ring);
+    with ``n_ranks``, only those that support that many ranks."""
+    names = [a for a in algorithms.names(collective)
+             if n_ranks is None or all(algorithms.algorithm(c, a).unsupported(n_ranks) is None
+                                       for c in ((collective,) if collective else algorithms.COLLECTIVES)
+                                       if (c, a) in algorithms.REGISTRY)]
+    if not names:
+        raise ValueError(f"no algorithm of {collective or 'any collective'} supports n_ranks={n_ranks}")
+    return _st().sampled_from(names)
 
 
 def seeds():

@@ -52,9 +52,9 @@ def assert_traffic(ledger: CommLedger, *, sent=None, received=None, calls: Itera
 def ledger_of_calls(n_ranks: int, calls: Iterable[Sequence]) -> CommLedger:
     """A ledger filled by ringemu's own collectives for ``calls`` = (op, numel, dtype[, label]) on size-only
     buffers of ``n_ranks`` ranks."""
-    from .. import collectives
     from ..algorithms import op_names
     from ..virtual import VirtualBuffer
+    from .oracle import run_op
 
     ledger = CommLedger()
     for call in calls:
@@ -63,13 +63,7 @@ def ledger_of_calls(n_ranks: int, calls: Iterable[Sequence]) -> CommLedger:
         op, numel, dtype = call[:3]
         if op not in op_names():
             raise ValueError(f"call op must be one of {', '.join(op_names())}; got {op!r}")
-        world = VirtualBuffer((n_ranks, numel), dtype)
-        options = {"ledger": ledger, **({"label": call[3]} if len(call) == 4 else {})}
-        if op == "all-gather":
-            collectives.all_gather(world, **options)
-        else:
-            {"reduce-scatter": collectives.reduce_scatter, "all-reduce": collectives.all_reduce,
-             "naive-all-reduce": collectives.naive_all_reduce}[op](world, **options)
+        run_op(op, VirtualBuffer((n_ranks, numel), dtype), ledger=ledger, label=call[3] if len(call) == 4 else None)
     return ledger
 
 

@@ -2,9 +2,9 @@
 
 The first call of a kernel for a dtype compiles it (about 1 s per dtype on a cold cache) or loads it from the
 cache (tens of ms); a hypothesis example that pays for that exceeds any deadline. :func:`warm_kernels` runs every
-op of the registry (:func:`ringemu.algorithms.op_names`) in every dtype (:data:`ringemu.dtypes.DTYPES`) on a tiny
-world, once per process, so that later calls only run. The pytest plugin (:mod:`ringemu.pytest_plugin`) calls it
-once per session.
+collective by every algorithm of the registry (:mod:`ringemu.algorithms`) in every dtype
+(:data:`ringemu.dtypes.DTYPES`) on a tiny world, once per process, so that later calls only run. The pytest plugin
+(:mod:`ringemu.pytest_plugin`) calls it once per session.
 """
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ class Warmup:
     jit_enabled: bool
 
 
-def warm_kernels(n_ranks: int = 3, numel: int = 7) -> Warmup:
-    """Run every op in every dtype on an (n_ranks, numel) integer-block world; the kernels are then compiled
-    (or loaded) in this process. The default 7 elements on 3 ranks pad (7 = 3·3 - 2), like most test worlds."""
-    from .. import _jit
-    from ..algorithms import op_names
+def warm_kernels(n_ranks: int = 4, numel: int = 7) -> Warmup:
+    """Run every collective by every algorithm of the registry, in every dtype, on an (n_ranks, numel)
+    integer-block world; the kernels are then compiled (or loaded) in this process. The default 7 elements on 4
+    ranks pad (7 = 4·2 - 1), like most test worlds, and 4 ranks suit every algorithm (powers of two included).
+    Algorithms that do not support ``n_ranks`` are skipped."""
+    from .. import _jit, algorithms
     from ..blocks import integer_blocks
     from ..dtypes import DTYPES
     from .oracle import run_op
@@ -37,9 +38,12 @@ def warm_kernels(n_ranks: int = 3, numel: int = 7) -> Warmup:
     calls = 0
     for dtype in DTYPES:
         world = integer_blocks(n_ranks, numel, 0, dtype)
-        for op in op_names():
-            run_op(op, world)
-            calls += 1
+        for collective in algorithms.COLLECTIVES:
+            for name in algorithms.names(collective):
+                if algorithms.algorithm(collective, name).unsupported(n_ranks) is not None:
+                    continue
+                run_op(collective, world, algorithm=name)
+                calls += 1
     return Warmup(calls, time.perf_counter() - start, _jit.JIT_ENABLED)
 
 

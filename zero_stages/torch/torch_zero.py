@@ -8,10 +8,11 @@ DP on the same engine (``parity_with_dp``, lesson claim M11) and with the same s
 
 What to expect (``docs/real_engine.md``): with integer-block gradients (``grads="blocks"``) every sum is exact
 in any order, so both algorithms agree with the emulator bit for bit. With model gradients the engine's own
-collectives (``algorithm="native"``) add floats in gloo's order, not the ring's, and may differ; the ring
-schedule over point-to-point messages (``algorithm="ring"``) adds in the emulator's order and agrees.
+collectives (``algorithm="native"``) add floats in gloo's order, not the ring's, and may differ; a registry
+schedule over point-to-point messages (``algorithm="ring"`` or any other name of
+:func:`ringemu.backends.communicator_algorithms`) adds in the emulator's order for that algorithm and agrees.
 
-Traffic in the result is the ledger's: modelled from the ring schedules (``traffic_source``); for bytes observed
+Traffic in the result is the ledger's: modelled from the algorithm's schedules (``traffic_source``); for bytes observed
 on the wire see :mod:`zero_stages.torch.wire_bytes`.
 """
 from __future__ import annotations
@@ -20,6 +21,8 @@ import hashlib
 
 import numpy as np
 
+from ringemu.algorithms import DEFAULT_ALGORITHM
+from ringemu.backends.torch_backend import NATIVE
 from ringemu.backends.torch_launch import TorchWorld
 from ringemu.checks import check_timeout
 from ringemu.dtypes import dtype_name
@@ -31,7 +34,7 @@ from zero_stages.report import build_report, parity_mismatches, stage_json
 
 __all__ = ["run_zero_on_torch", "torch_steps", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE", "COMPARED"]
 
-TRAFFIC_SOURCE = "modelled: ring schedules in the CommLedger (not bytes observed on the wire)"
+TRAFFIC_SOURCE = "modelled: the algorithm's schedules in the CommLedger (not bytes observed on the wire)"
 COMPARED = "final and per-step 16-bit weights, fp32 master, m, v and averaged gradients, bit for bit"
 
 
@@ -103,8 +106,9 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     ``parity_with_emulator`` (None when ``compare_emulator`` is false) and short sha256 digests of the final
     16-bit weights, master, m and v. The top level says what was compared (``compared``), in which order each side
     adds (``emulator_order``, ``engine_order``) and whether emulator parity is expected
-    (``emulator_parity_expected``: with the ring algorithm, or with integer-block gradients, exact in any order). DP always runs, as the reference of ``parity_with_dp``. ``timeout`` bounds
-    each stage's run in seconds; a failed or hung run raises ``RankFailure`` after its processes are killed.
+    (``emulator_parity_expected``: with a registry schedule over send/recv, or with integer-block gradients,
+    exact in any order). DP always runs, as the reference of ``parity_with_dp``. ``timeout`` bounds each stage's
+    run in seconds; a failed or hung run raises ``RankFailure`` after its processes are killed.
     ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``. ``bar`` (a progress
     bar of :func:`torch_steps` steps, :func:`ringemu.progress.progress_bar`) advances after each run.
     """
@@ -117,6 +121,7 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
 
     wanted = STAGES if stages == "all" else (stages,) if isinstance(stages, str) else tuple(stages)
     wanted = tuple(check_stage(s) for s in wanted)
+    emulated = DEFAULT_ALGORITHM if algorithm == NATIVE else algorithm  # the emulator runs the modelled schedule
     run = ("dp",) + tuple(s for s in wanted if s != "dp")
     reports = {}
     for s in run:
@@ -124,13 +129,14 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
         reports[s] = stage_on_torch(s, job(), backend, algorithm, timeout)
         _advance(bar, f"{s} on torch")
     dp = reports["dp"]
-    # the emulator adds in the ring's order; gloo's own collectives add floats in gloo's order, so only exact sums
-    # (integer blocks) or the ring schedule on torch can equal it bit for bit
-    expected = algorithm == "ring" or grads == "blocks"
+    # the emulator adds in the schedule's order; gloo's own collectives add floats in gloo's order, so only exact
+    # sums (integer blocks) or a registry schedule over send/recv on torch can equal it bit for bit
+    expected = algorithm != NATIVE or grads == "blocks"
     out = {"backend": "torch", "torch_backend": backend, "algorithm": algorithm, "ranks": dp.n_ranks,
            "steps": dp.steps, "dtype": dp.wire_dtype, "seed": seed, "grads": grads,
            "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "traffic_source": TRAFFIC_SOURCE,
-           "compared": COMPARED, "emulator_order": "ring", "engine_order": "ring" if algorithm == "ring" else backend,
+           "compared": COMPARED, "emulator_order": emulated,
+           "engine_order": backend if algorithm == NATIVE else algorithm,
            "emulator_parity_expected": expected, "stages": []}
     for s in wanted:
         rep = reports[s]
@@ -139,7 +145,7 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
         entry["digests"] = {k: digest(getattr(rep, k)) for k in ("weights16", "master", "m", "v")}
         if compare_emulator:
             _advance(bar, f"{s} on the emulator", before=True)
-            emu = api.run_job(s, job())
+            emu = api.run_job(s, job(), algorithm=emulated)
             _advance(bar, f"{s} on the emulator")
             diff = parity_mismatches(rep, emu)
             same_counts = all(getattr(rep, k) == getattr(emu, k) for k in (

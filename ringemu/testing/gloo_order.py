@@ -1,5 +1,7 @@
-"""The order in which gloo's CPU all-reduce adds floats: a model that reproduces its bits (a test oracle for
-the torch backend's tests: it explains measured bits and is not part of the emulator).
+"""The order in which gloo's CPU all-reduce adds floats: a model that reproduces its bits — a test oracle, not
+part of the emulator: the conformance suite (:mod:`ringemu.testing.conformance`) names it as a reference order
+(``GLOO_NATIVE``), and the torch backend's tests check it against torch's gloo. The registry's ``gloo`` algorithm
+(:mod:`ringemu.algorithms.engines`) models gloo's traffic, not this order.
 
 gloo's ``allreduce`` (``gloo/allreduce.cc``, the algorithm torch's ProcessGroupGloo runs for dense CPU tensors)
 is a ring too, but not ringemu's ring:
@@ -26,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ringemu.dtypes import resolve_dtype
-from ringemu.reference import hop_add
+from ..dtypes import resolve_dtype
+from ..reference import hop_add
 
 __all__ = ["gloo_chunk_bounds", "gloo_ring_sum", "GLOO_MAX_SEGMENT_BYTES"]
 
