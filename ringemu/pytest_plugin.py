@@ -61,6 +61,13 @@ def _stock_profiles() -> dict:
 _HYPOTHESIS_PROFILES = _stock_profiles()  # read when the plugin loads: before any conftest can re-register them
 
 
+def _current_profile_name() -> str:
+    from hypothesis import settings
+
+    getter = getattr(settings, "get_current_profile_name", None)  # hypothesis >= 6.124; earlier: the attribute
+    return getter() if getter is not None else str(getattr(settings, "_current_profile", "default"))
+
+
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("ringemu")
     group.addoption("--ringemu-warmup", choices=("auto", "always", "never"), default="auto",
@@ -73,7 +80,7 @@ def pytest_configure(config) -> None:
 
     register_profiles()
     chosen_on_command_line = config.getoption("hypothesis_profile", None) is not None
-    current = settings.get_current_profile_name()
+    current = _current_profile_name()
     untouched = current in _HYPOTHESIS_PROFILES and settings.get_profile(current) is _HYPOTHESIS_PROFILES[current]
     if not chosen_on_command_line and untouched:
         ci = current == "ci" or os.environ.get("CI", "").lower() in _TRUE
@@ -81,13 +88,11 @@ def pytest_configure(config) -> None:
 
 
 def pytest_report_header(config) -> list[str]:
-    from hypothesis import settings
-
     from . import __version__
     from .testing.warmup import numba_cache_location
 
     return [f"ringemu {__version__}, numba cache: {numba_cache_location()}, "
-            f"hypothesis profile: {settings.get_current_profile_name()}"]
+            f"hypothesis profile: {_current_profile_name()}"]
 
 
 def _uses_ringemu(item) -> bool:
