@@ -31,11 +31,13 @@ def test_missing_one_over_n_is_caught_in_the_bytes():
     assert not report.ok
     assert report.collectives["reduce-scatter"].bytes == "fail"
     assert report.collectives["reduce-scatter"].values == "pass"  # the sums are right; only the traffic is not
-    # the smallest example where a whole-buffer send differs from a chunk send: N = 2 ranks, S = 1 element (int32:
-    # a ring sends ceil(1/2) = 1 element = 4 B; the bug sends the padded 2-element buffer = 8 B)
+    # the smallest example where a whole-buffer send differs from a chunk send: N = 2 ranks, S = 1 element. A ring
+    # all-reduce sends 2(N-1) chunks of ceil(1/2) = 1 int32: 8 B; the bug sends the padded 2-element buffer in its
+    # reduce-scatter step (8 B), then one chunk (4 B): 12 B. (Its reduce-scatter alone, 8 B, equals what gloo's
+    # reduce-scatter, an all-reduce, sends at N = 2, so it is the all-reduce that fails there.)
     assert "N = 2 ranks, S = 1 elements" in report.failure, report.text()
-    assert "reduce-scatter: rank 0 reported 8 bytes sent for 1 int32 elements on 2 ranks; the ledger of the ring " \
-           "algorithm counts 4" in report.failure, report.text()
+    assert "all-reduce: rank 0 reported 12 bytes sent for 1 int32 elements on 2 ranks; the ledger of the ring " \
+           "algorithm counts 8" in report.failure, report.text()
 
 
 def test_off_by_one_shard_is_caught_in_the_values():
