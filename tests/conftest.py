@@ -1,5 +1,8 @@
 """Hypothesis profiles: ``default`` is quick for local runs; ``ci`` is thorough (``.ci/run`` selects it
-with ``HYPOTHESIS_PROFILE=ci``). No deadline: numba compiles on first call and the machines are shared."""
+with ``HYPOTHESIS_PROFILE=ci``). No deadline: numba compiles on first call and the machines are shared.
+
+ringemu's own pytest plugin (installed with ``ringemu[test]``) keeps these: it loads its ``ringemu-dev`` /
+``ringemu-ci`` profiles only when a session chose none, and this file re-registers hypothesis's ``default``."""
 import os
 
 from hypothesis import HealthCheck, settings
