@@ -66,9 +66,9 @@ def test_public_collectives_take_the_algorithm_keyword():
 def test_unknown_algorithm_and_bad_ranks_per_node_are_clear_errors():
     with pytest.raises(ValueError, match="algorithm for all-reduce must be one of ring, naive, .*got 'rign'"):
         collectives.all_reduce(np.zeros((2, 3), np.float32), algorithm="rign")
-    with pytest.raises(ValueError, match="ranks_per_node must be an integer >= 1 that divides n_ranks=6; got 4"):
+    with pytest.raises(ValueError, match=r"ranks_per_node must be an integer >= 1 \(that divides n_ranks=6\), got 4"):
         build("all-reduce", 6, "hierarchical-ring", ranks_per_node=4)
-    with pytest.raises(ValueError, match="divides n_ranks=6; got 4"):
+    with pytest.raises(ValueError, match=r"divides n_ranks=6\), got 4"):
         build("all-reduce", 6, "ring", ranks_per_node=4)  # checked for every algorithm, used by hierarchical only
     with pytest.raises(TypeError, match="ranks_per_node must be an integer"):
         collectives.reduce_scatter(np.zeros((4, 3), np.float32), algorithm="hierarchical-ring", ranks_per_node=2.0)
