@@ -70,7 +70,9 @@ class Algorithm:
 
     ``cost`` is the textbook α-β time (Thakur, Rabenseifner & Gropp 2005 notation: α per message, β per byte,
     S bytes per rank), exact as a Fraction; the ledger's modelled time is measured from the schedule itself and
-    equals it where the textbook's assumptions hold (S divisible as the algorithm needs, one link class).
+    equals it where the textbook's assumptions hold (S divisible as the algorithm needs, one link class) for every
+    entry but ``naive``, whose cost is the one-port model of the lesson (rank 0's port carries N-1 buffers each
+    way) while the ledger times each link on its own.
     ``unsupported(n_ranks)`` returns None, or the reason this algorithm cannot run on ``n_ranks`` ranks.
     """
 
