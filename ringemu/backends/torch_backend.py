@@ -38,7 +38,7 @@ from ..ledger import CommLedger
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
 from ..virtual import VirtualBuffer, is_virtual
-from .base import check_algorithm
+from .base import check_algorithm, communicator_algorithms
 
 __all__ = ["TorchCommunicator", "NATIVE", "check_torch_algorithm", "to_torch", "to_numpy"]
 
@@ -50,10 +50,10 @@ def check_torch_algorithm(name: object, n_ranks: int, ranks_per_node: int | None
     (:func:`ringemu.backends.base.check_algorithm`); else a ValueError listing both kinds."""
     if name == NATIVE:
         return NATIVE
-    try:
-        return check_algorithm(name, n_ranks, ranks_per_node)
-    except ValueError as exc:
-        raise ValueError(f"{exc} (or {NATIVE!r}: the engine's own collectives)") from None
+    if name not in communicator_algorithms():
+        raise ValueError(f"algorithm must be {NATIVE!r} (the engine's own collectives) or one of "
+                         f"{', '.join(communicator_algorithms())}; got {name!r}")
+    return check_algorithm(name, n_ranks, ranks_per_node)
 
 # torch 2.13 renamed reduce_scatter_tensor / all_gather_into_tensor (the old names warn); same semantics
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
