@@ -23,7 +23,8 @@ Two kinds of algorithm:
 Either way the :class:`~ringemu.ledger.CommLedger` is filled from the registry's schedules as the emulator's is
 (the ring's for ``native``, A's otherwise), so its counts are *modelled* traffic (``traffic_source``), not bytes
 observed on the wire; for what the engine actually sends see ``zero_stages/torch/wire_bytes.py``. Every rank
-records the whole world's modelled traffic. Size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`) are only counted; nothing is sent.
+records the whole world's modelled traffic. Size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`) are only
+counted; nothing is sent.
 """
 from __future__ import annotations
 
@@ -88,8 +89,8 @@ class TorchCommunicator:
     call under its label from the registry's schedules (modelled traffic). ``algorithm`` is ``"native"`` or a
     registry name (module doc); each call may name another with ``algorithm=``. ``ranks_per_node`` is passed to
     the hierarchical algorithms. Every rank must make the same calls in the same order, as on any real engine.
-    Unlike the emulator, an integer sum that overflows its dtype is not detected (each rank sees only its own buffer; the
-    engine wraps around).
+    Unlike the emulator, an integer sum that overflows its dtype is not detected (each rank sees only its own
+    buffer; the engine wraps around).
     """
 
     traffic_source = "modelled"  # the ledger counts the ring schedule, not the bytes the engine sent
