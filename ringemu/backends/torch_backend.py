@@ -39,11 +39,10 @@ from ..ledger import CommLedger
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
 from ..virtual import VirtualBuffer, is_virtual
-from .base import check_algorithm, communicator_algorithms
+from .base import NATIVE, check_algorithm, communicator_algorithms
 
 __all__ = ["TorchCommunicator", "NATIVE", "check_torch_algorithm", "to_torch", "to_numpy"]
 
-NATIVE = "native"  # the engine's own collectives; every other name is a schedule of the registry
 
 
 def check_torch_algorithm(name: object, n_ranks: int, ranks_per_node: int | None = None) -> str:
