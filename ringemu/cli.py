@@ -16,6 +16,7 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 COMMAND_MODULES = (
     "ringemu.commands",      # demo, run, trace, count
     "ringemu.bench_command",  # bench
+    "ringemu.compare_command",  # compare
     "zero_stages.commands",  # zero, memory
     "proofs.commands",       # prove
 )

@@ -1,0 +1,224 @@
+"""Every algorithm of the catalog on the same collective, buffer and topology: bytes and modelled α-β time.
+
+For each entry of :data:`ringemu.algorithms.REGISTRY` that implements the collective and supports N, the real
+schedule is recorded in a fresh :class:`~ringemu.ledger.CommLedger` on size-only buffers
+(:class:`~ringemu.virtual.VirtualBuffer`: shapes and dtypes, no data), so every byte is counted by walking the
+schedule, never by a formula. :mod:`ringemu.topology` then gives the bytes per link class and the modelled time.
+
+busbw follows nccl-tests (doc/PERFORMANCE.md): algbw = S / time, busbw = algbw × F, with F the collective's bus
+factor, which nccl-tests defines as the ring's traffic per rank over S (2(N-1)/N for all-reduce); here F is read
+from the ledger of the catalog's default algorithm, so busbw compares algorithms against one yardstick.
+
+:func:`sweep` evaluates every algorithm over a range of buffer sizes and locates, by bisection on the integer
+size, each S at which the fastest algorithm changes (latency-bound algorithms win small buffers, bandwidth-bound
+ones large buffers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from . import algorithms
+from .dtypes import dtype_name, resolve_dtype
+from .layout import ChunkLayout, check_numel
+from .ledger import CommLedger
+from .schedule import Schedule
+from .topology import LinkProfile, Topology, link_model
+from .virtual import VirtualBuffer
+
+__all__ = ["AlgorithmRow", "Comparison", "SweepPoint", "Crossover", "Sweep", "count_algorithm", "compare",
+           "sweep", "sweep_sizes", "MAX_RANKS"]
+
+MAX_RANKS = 4096  # the schedules are walked transfer by transfer: 2N(N-1) transfers for ring all-reduce
+
+
+@dataclass(frozen=True)
+class AlgorithmRow:
+    """One algorithm's counts (ints, from its ledger) and modelled time (exact seconds)."""
+
+    name: str
+    steps: int
+    messages: int
+    max_rank_bytes: int  # bytes sent by the busiest rank
+    total_bytes: int  # bytes sent by all ranks together (padding included)
+    class_bytes: dict[str, int]  # bytes per link class
+    slowest_class_bytes: int  # bytes on the topology's slowest link class
+    seconds: Fraction
+    busbw: Fraction | None  # bytes per second; None when the modelled time is 0
+
+    def as_dict(self) -> dict:
+        return {"algorithm": self.name, "steps": self.steps, "messages": self.messages,
+                "max_bytes_per_rank": self.max_rank_bytes, "total_bytes": self.total_bytes,
+                "bytes_per_class": dict(self.class_bytes), "slowest_class_bytes": self.slowest_class_bytes,
+                "seconds": float(self.seconds), "seconds_exact": str(self.seconds),
+                "busbw_GBps": None if self.busbw is None else float(self.busbw / 10 ** 9)}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    collective: str
+    topology: Topology
+    numel: int
+    dtype: str
+    bus_factor: Fraction
+    rows: tuple[AlgorithmRow, ...]
+    unsupported: tuple[tuple[str, str], ...]  # (algorithm, reason)
+
+    @property
+    def fastest(self) -> tuple[str, ...]:
+        """The algorithms of least modelled time (several on a tie), in catalog order."""
+        if not self.rows:
+            return ()
+        best = min(r.seconds for r in self.rows)
+        return tuple(r.name for r in self.rows if r.seconds == best)
+
+    def as_dict(self) -> dict:
+        return {"op": self.collective, **_topology_dict(self.topology), "numel": self.numel, "dtype": self.dtype,
+                "bus_factor": str(self.bus_factor), "rows": [r.as_dict() for r in self.rows],
+                "unsupported": [{"algorithm": a, "reason": why} for a, why in self.unsupported],
+                "fastest": list(self.fastest)}
+
+
+def _topology_dict(topology: Topology) -> dict:
+    return {"ranks": topology.n_ranks, "nodes": topology.n_nodes, "ranks_per_node": topology.ranks_per_node,
+            "contention": topology.contention,
+            "link_classes": [{"name": c.name, "bandwidth_GBps": str(c.bandwidth / 10 ** 9),
+                              "latency_us": str(c.latency * 10 ** 6),
+                              "inside_node": c is topology.intra} for c in topology.classes()]}
+
+
+def _schedules(collective: str, topology: Topology) -> tuple[list[tuple[str, Schedule]], list[tuple[str, str]]]:
+    """(name, schedule) of every catalog entry for ``collective`` that supports N; (name, reason) of the rest."""
+    n, runnable, refused = topology.n_ranks, [], []
+    for name in algorithms.names(collective):
+        reason = algorithms.algorithm(collective, name).unsupported(n)
+        if reason is None:
+            runnable.append((name, algorithms.build(collective, n, name)))
+        else:
+            refused.append((name, reason))
+    return runnable, refused
+
+
+def _record(schedule: Schedule, numel: int, dtype, label: str) -> CommLedger:
+    """A ledger holding one size-only call of ``schedule`` on an (N, numel) world of ``dtype``."""
+    world = VirtualBuffer((schedule.n_ranks, numel), dtype)
+    ledger = CommLedger()
+    ledger.record(schedule, ChunkLayout(world.shape[1], schedule.n_chunks), world.dtype, label, size_only=True)
+    return ledger
+
+
+def count_algorithm(collective: str, name: str, n_ranks: int, numel: int, dtype) -> CommLedger:
+    """The ledger of one catalog algorithm on size-only buffers (no data moves; every transfer is counted)."""
+    return _record(algorithms.build(collective, n_ranks, name), check_numel(numel), resolve_dtype(dtype), name)
+
+
+def _check(collective: str, topology: Topology, dtype) -> tuple[str, object]:
+    algorithms.algorithm(collective)  # raises for an unknown collective
+    if not isinstance(topology, Topology):
+        raise TypeError(f"topology must be a Topology; got {type(topology).__name__}")
+    if topology.n_ranks > MAX_RANKS:
+        raise ValueError(f"ranks must be <= {MAX_RANKS} (every transfer of every schedule is walked); "
+                         f"got {topology.n_ranks}")
+    dt = resolve_dtype(dtype)
+    return dtype_name(dt), dt
+
+
+def compare(collective: str, topology: Topology, numel: int, dtype) -> Comparison:
+    """Run every catalog algorithm for ``collective`` that supports ``topology.n_ranks`` on size-only buffers of
+    ``numel`` elements per rank and report its counts and modelled time (see :class:`AlgorithmRow`)."""
+    name_of_dtype, dt = _check(collective, topology, dtype)
+    numel = check_numel(numel)
+    runnable, refused = _schedules(collective, topology)
+    slowest = topology.slowest()
+    ledgers = {name: _record(schedule, numel, dt, name) for name, schedule in runnable}
+    bus_factor = _bus_factor(collective, topology.n_ranks, numel, dt, ledgers)
+    payload = numel * dt.itemsize
+    rows = []
+    for name, ledger in ledgers.items():
+        model = link_model(ledger, topology)
+        per_class, seconds = model.bytes_per_class, model.seconds
+        rows.append(AlgorithmRow(
+            name, ledger.n_steps(), model.messages, ledger.max_sent_bytes_per_rank(), ledger.total().bytes,
+            per_class, per_class[slowest.name] if slowest else 0, seconds,
+            payload / seconds * bus_factor if seconds else None))
+    return Comparison(collective, topology, numel, name_of_dtype, bus_factor, tuple(rows), tuple(refused))
+
+
+def _bus_factor(collective: str, n_ranks: int, numel: int, dt, ledgers: dict[str, CommLedger]) -> Fraction:
+    ring = ledgers.get(algorithms.DEFAULT_ALGORITHM)
+    if ring is None:
+        ring = count_algorithm(collective, algorithms.DEFAULT_ALGORITHM, n_ranks, numel, dt)
+    return ring.bus_bandwidth_factor()
+
+
+# -- sweep over buffer sizes ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SweepPoint:
+    numel: int
+    seconds: dict[str, Fraction]  # algorithm -> modelled time
+
+    @property
+    def fastest(self) -> str:
+        """The algorithm of least time (the first in catalog order on a tie)."""
+        return min(self.seconds, key=self.seconds.__getitem__)
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """At ``numel`` elements ``before`` is fastest, at ``numel + 1`` ``after`` is."""
+
+    numel: int
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class Sweep:
+    collective: str
+    topology: Topology
+    dtype: str
+    points: tuple[SweepPoint, ...]
+    crossovers: tuple[Crossover, ...]
+    unsupported: tuple[tuple[str, str], ...] = field(default=())
+
+    def as_dict(self) -> dict:
+        return {"op": self.collective, **_topology_dict(self.topology), "dtype": self.dtype,
+                "points": [{"numel": p.numel, "fastest": p.fastest,
+                            "seconds": {a: float(t) for a, t in p.seconds.items()},
+                            "seconds_exact": {a: str(t) for a, t in p.seconds.items()}} for p in self.points],
+                "crossovers": [{"numel": c.numel, "before": c.before, "after": c.after} for c in self.crossovers],
+                "unsupported": [{"algorithm": a, "reason": why} for a, why in self.unsupported]}
+
+
+def sweep_sizes(max_numel: int) -> list[int]:
+    """1, 2, 4, ... up to ``max_numel``, and ``max_numel`` itself."""
+    top = check_numel(max_numel, "numel")
+    sizes = [1 << k for k in range(max(top, 1).bit_length()) if 1 << k <= top]
+    return sizes + ([top] if top not in sizes and top > 0 else [])
+
+
+def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
+    """Modelled time of every runnable algorithm at each size in ``sizes`` (elements per rank), and every place
+    where the fastest one changes between neighbouring sizes, narrowed by bisection to adjacent integers."""
+    name_of_dtype, dt = _check(collective, topology, dtype)
+    sizes = sorted({check_numel(s) for s in sizes})
+    runnable, refused = _schedules(collective, topology)
+    profiles = {name: (schedule, LinkProfile(schedule, topology)) for name, schedule in runnable}
+
+    def point(numel: int) -> SweepPoint:
+        seconds = {}
+        for name, (schedule, profile) in profiles.items():
+            record = _record(schedule, numel, dt, name).records[0]  # the size-only layout of this call
+            seconds[name] = profile.seconds(record.layout.chunk_size * record.itemsize)
+        return SweepPoint(numel, seconds)
+
+    points = [point(s) for s in sizes]
+    crossovers = []
+    for left, right in zip(points, points[1:]):
+        lo, hi = left, right
+        while lo.fastest != hi.fastest and hi.numel - lo.numel > 1:  # invariant: winners differ at lo and hi
+            middle = point((lo.numel + hi.numel) // 2)
+            lo, hi = (middle, hi) if middle.fastest == lo.fastest else (lo, middle)
+        if lo.fastest != hi.fastest:
+            crossovers.append(Crossover(lo.numel, lo.fastest, hi.fastest))
+    return Sweep(collective, topology, name_of_dtype, tuple(points), tuple(crossovers), tuple(refused))
