@@ -1,0 +1,120 @@
+"""`ringemu compare`: every catalog algorithm in one table, the lesson's ring numbers, the crossover sweep, bad input.
+
+Expected values: the lesson's claims C4 (97.2 GB per card, exactly 97,234,997,832 B for Ψ = 27,781,427,952 bf16
+on 8 ranks) and C6 (1.94 s at 50 GB/s), printed in claims.md; and the textbook formulas written out in the tests.
+"""
+import json
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ringemu import algorithms
+from ringemu.cli import main
+from ringemu.compare import compare, sweep, sweep_sizes
+from ringemu.topology import LinkClass, Topology
+from ringemu.units import round_half_up
+
+PSI = 27_781_427_952  # the lesson's anchor model, parameters
+ANCHOR = ["compare", "--op", "all-reduce", "--ranks", "8", "--numel", str(PSI), "--dtype", "bf16", "--nodes", "8"]
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_done_when_the_lesson_anchor_on_eight_nodes(capsys):
+    code, out, err = run_cli(capsys, *ANCHOR)
+    assert code == 0 and err == ""
+    for name in algorithms.names("all-reduce"):  # every algorithm: a row, or named on the "not run" line
+        assert f" {name} " in out or f"{name} (" in out
+    ring_row = next(line for line in out.splitlines() if line[2:].startswith("ring "))
+    assert "97,234,997,832" in ring_row and "1.945 s" in ring_row  # claims C4 and C6
+    d = json.loads(run_cli(capsys, *ANCHOR, "--json")[1])
+    ring = next(r for r in d["rows"] if r["algorithm"] == "ring")
+    assert ring["max_bytes_per_rank"] == 97_234_997_832
+    assert ring["bytes_per_class"] == {"NVLink": 0, "InfiniBand": 8 * 97_234_997_832}  # one rank per node
+    assert round_half_up(Fraction(ring["seconds_exact"]), 3) == Fraction("1.945")
+    shown = {r["algorithm"] for r in d["rows"]} | {u["algorithm"] for u in d["unsupported"]}
+    assert shown == set(algorithms.names("all-reduce"))
+
+
+def test_zero_latency_ring_is_the_lessons_division(capsys):
+    # with α = 0 the ring's time is exactly bytes per rank / 50 GB/s = 97,234,997,832 / (50·10^9) s (claim C6)
+    d = json.loads(run_cli(capsys, *ANCHOR, "--inter-latency-us", "0", "--json")[1])
+    ring = next(r for r in d["rows"] if r["algorithm"] == "ring")
+    assert Fraction(ring["seconds_exact"]) == Fraction(97_234_997_832, 50 * 10 ** 9)
+    assert ring["busbw_GBps"] == 50.0  # ring at zero latency: busbw is the link bandwidth (nccl-tests' point)
+
+
+@given(n=st.integers(1, 20), nodes=st.sampled_from([1, 2]), numel=st.integers(0, 10 ** 7))
+def test_rows_match_the_registry(n, nodes, numel):
+    if n % nodes:
+        nodes = 1
+    result = compare("all-reduce", Topology.from_nodes(n, nodes), numel, "fp32")
+    runnable = [a for a in algorithms.names("all-reduce") if algorithms.algorithm("all-reduce", a).unsupported(n)
+                is None]
+    assert [r.name for r in result.rows] == runnable
+    assert [a for a, _ in result.unsupported] == [a for a in algorithms.names("all-reduce") if a not in runnable]
+    best = min(r.seconds for r in result.rows)
+    assert result.fastest and all(r.seconds >= best for r in result.rows)
+    for r in result.rows:
+        assert sum(r.class_bytes.values()) == r.total_bytes and r.max_rank_bytes <= r.total_bytes
+
+
+def test_sweep_finds_the_crossover_of_naive_and_ring():
+    # one class, α = 1 s, 1 B/s, fp16 (2 B), N = 4, ports: ring = 6·(1 + 2·ceil(S/4)), naive = 2·(1 + 3·2S).
+    # Brute force over S gives the first S at which ring is faster (written out here, not read from the code).
+    n, topology = 4, Topology.uniform(4, LinkClass("link", 1, 1))
+    ring = lambda s: 6 * (1 + 2 * -(-s // 4))
+    naive = lambda s: 2 * (1 + 3 * 2 * s)
+    first_ring_win = next(s for s in range(1, 1000) if ring(s) < naive(s))
+    result = sweep("all-reduce", topology, sweep_sizes(1024), "fp16")
+    pairs = [(x.before, x.after) for x in result.crossovers]
+    assert ("naive", "ring") in pairs
+    x = result.crossovers[pairs.index(("naive", "ring"))]
+    # ties go to the first in catalog order (ring), so naive is strictly fastest up to x.numel
+    assert x.numel + 1 == first_ring_win
+    for p in result.points:
+        assert p.seconds["ring"] == ring(p.numel) and p.seconds["naive"] == naive(p.numel)
+
+
+def test_sweep_text_and_json(capsys):
+    argv = ["compare", "--op", "all-reduce", "--ranks", "64", "--nodes", "8", "--numel", "4194304", "--sweep"]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0 and err == "" and "crossover" in out
+    d = json.loads(run_cli(capsys, *argv, "--json")[1])
+    assert [p["numel"] for p in d["points"]] == [2 ** k for k in range(23)]
+    for x in d["crossovers"]:
+        before = compare("all-reduce", Topology.from_nodes(64, 8), x["numel"], "bf16").fastest
+        after = compare("all-reduce", Topology.from_nodes(64, 8), x["numel"] + 1, "bf16").fastest
+        assert before[0] == x["before"] and after[0] == x["after"]
+
+
+def test_sweep_sizes():
+    assert sweep_sizes(10) == [1, 2, 4, 8, 10] and sweep_sizes(8) == [1, 2, 4, 8] and sweep_sizes(0) == []
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--nodes", "3"], "n_nodes must divide n_ranks"),
+    (["--nodes", "0"], "n_nodes must be an integer >= 1"),
+    (["--inter-bandwidth", "-5"], "--inter-bandwidth"),
+    (["--inter-bandwidth", "0"], "--inter-bandwidth must be > 0"),
+    (["--intra-bandwidth", "1e999999999"], "exponent within"),
+    (["--inter-latency-us", "1e999999999"], "exponent within"),
+    (["--inter-latency-us", "-1"], "--inter-latency-us"),
+    (["--numel", "1e999999999"], "--numel"),
+    (["--numel", str(2 ** 63)], "numel must be below 2**63"),
+    (["--ranks", "100000", "--nodes", "1"], "ranks must be <= 4096"),
+    (["--dtype", "complex64"], "dtype"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, extra, message):
+    argv = ["compare", "--op", "all-reduce", "--ranks", "8", "--numel", "100", *extra]
+    try:
+        code = main(argv)
+    except SystemExit as refused:  # argparse's own refusal (a non-integer --numel) exits the same way
+        code = refused.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("ringemu: error:") and err.count("\n") == 1 and message in err
