@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from . import algorithms
+from . import algorithms, collectives
 from .dtypes import dtype_name, resolve_dtype
 from .layout import ChunkLayout, check_numel
 from .ledger import CommLedger
@@ -87,29 +87,37 @@ def _topology_dict(topology: Topology) -> dict:
                               "inside_node": c is topology.intra} for c in topology.classes()]}
 
 
-def _schedules(collective: str, topology: Topology) -> tuple[list[tuple[str, Schedule]], list[tuple[str, str]]]:
-    """(name, schedule) of every catalog entry for ``collective`` that supports N; (name, reason) of the rest."""
-    n, runnable, refused = topology.n_ranks, [], []
+def _runnable(collective: str, n_ranks: int) -> tuple[list[str], list[tuple[str, str]]]:
+    """Names of the catalog entries for ``collective`` that support N; (name, reason) of the rest."""
+    runnable, refused = [], []
     for name in algorithms.names(collective):
-        reason = algorithms.algorithm(collective, name).unsupported(n)
+        reason = algorithms.algorithm(collective, name).unsupported(n_ranks)
         if reason is None:
-            runnable.append((name, algorithms.build(collective, n, name)))
+            runnable.append(name)
         else:
             refused.append((name, reason))
     return runnable, refused
 
 
-def _record(schedule: Schedule, numel: int, dtype, label: str) -> CommLedger:
-    """A ledger holding one size-only call of ``schedule`` on an (N, numel) world of ``dtype``."""
-    world = VirtualBuffer((schedule.n_ranks, numel), dtype)
+def count_algorithm(collective: str, name: str, n_ranks: int, numel: int, dtype,
+                    ranks_per_node: int | None = None) -> CommLedger:
+    """The ledger of one catalog algorithm run by the public collective (``ringemu.reduce_scatter`` and so on) on
+    size-only buffers of ``numel`` elements per rank: no data moves, every transfer of the schedule is counted.
+    ``ranks_per_node`` reaches the hierarchical algorithms (see :func:`ringemu.algorithms.build`)."""
+    algorithms.algorithm(collective, name)  # a clear error for unknown names
+    run = getattr(collectives, collective.replace("-", "_"))  # reduce-scatter -> collectives.reduce_scatter
     ledger = CommLedger()
-    ledger.record(schedule, ChunkLayout(world.shape[1], schedule.n_chunks), world.dtype, label, size_only=True)
+    run(VirtualBuffer((n_ranks, numel), dtype), ledger=ledger, label=name, algorithm=name,
+        ranks_per_node=ranks_per_node)
     return ledger
 
 
-def count_algorithm(collective: str, name: str, n_ranks: int, numel: int, dtype) -> CommLedger:
-    """The ledger of one catalog algorithm on size-only buffers (no data moves; every transfer is counted)."""
-    return _record(algorithms.build(collective, n_ranks, name), check_numel(numel), resolve_dtype(dtype), name)
+def _record(schedule: Schedule, numel: int, dtype, label: str) -> CommLedger:
+    """A ledger holding one size-only call of ``schedule`` with the collectives' layout (shards of ChunkLayout(S, N),
+    cut into the schedule's chunks): what :func:`count_algorithm` records, for a schedule built once."""
+    ledger = CommLedger()
+    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks, schedule.n_ranks), dtype, label, size_only=True)
+    return ledger
 
 
 def _check(collective: str, topology: Topology, dtype) -> tuple[str, object]:
@@ -128,9 +136,10 @@ def compare(collective: str, topology: Topology, numel: int, dtype) -> Compariso
     ``numel`` elements per rank and report its counts and modelled time (see :class:`AlgorithmRow`)."""
     name_of_dtype, dt = _check(collective, topology, dtype)
     numel = check_numel(numel)
-    runnable, refused = _schedules(collective, topology)
+    runnable, refused = _runnable(collective, topology.n_ranks)
     slowest = topology.slowest()
-    ledgers = {name: _record(schedule, numel, dt, name) for name, schedule in runnable}
+    ledgers = {name: count_algorithm(collective, name, topology.n_ranks, numel, dt, topology.ranks_per_node)
+               for name in runnable}
     bus_factor = _bus_factor(collective, topology.n_ranks, numel, dt, ledgers)
     payload = numel * dt.itemsize
     rows = []
@@ -202,8 +211,11 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
     where the fastest one changes between neighbouring sizes, narrowed by bisection to adjacent integers."""
     name_of_dtype, dt = _check(collective, topology, dtype)
     sizes = sorted({check_numel(s) for s in sizes})
-    runnable, refused = _schedules(collective, topology)
-    profiles = {name: (schedule, LinkProfile(schedule, topology)) for name, schedule in runnable}
+    runnable, refused = _runnable(collective, topology.n_ranks)
+    profiles = {}
+    for name in runnable:  # each schedule is built and walked once; each size only re-prices its chunks
+        schedule = algorithms.build(collective, topology.n_ranks, name, ranks_per_node=topology.ranks_per_node)
+        profiles[name] = (schedule, LinkProfile(schedule, topology))
 
     def point(numel: int) -> SweepPoint:
         seconds = {}

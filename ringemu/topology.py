@@ -164,23 +164,29 @@ class LinkProfile:
             raise ValueError(f"topology has {topology.n_ranks} ranks but schedule {schedule.name} runs on "
                              f"{schedule.n_ranks}")
         self.topology = topology
-        table, n, steps = schedule.table, schedule.n_ranks, schedule.n_steps
+        table, n, steps, per_node = schedule.table, schedule.n_ranks, schedule.n_steps, topology.ranks_per_node
         step, src, dst = table[:, 0], table[:, 1], table[:, 2]
-        inter = (src // topology.ranks_per_node != dst // topology.ranks_per_node).astype(np.int64)  # class 0 / 1
-        links, link_chunks = _counts((step * n + src) * n + dst, steps * n * n)  # a message: (step, src, dst)
+        inter = (src // per_node != dst // per_node) if per_node > 1 else (src != dst)  # class: 0 intra, 1 inter
+        n_inter = int(np.count_nonzero(inter))
+        self.chunks_per_class = [table.shape[0] - n_inter, n_inter]  # chunk transfers on [intra, inter] links
+        links, link_chunks = _counts((step * n + src) * n + dst)  # a message: one (step, src, dst)
         self.messages = int(links.size)
-        self.chunks_per_class = np.bincount(inter, minlength=2).tolist()  # [intra, inter] chunk transfers
+        busiest = np.zeros((steps, 2), dtype=np.int64)
         if topology.contention == "link":
             link_src, link_dst = (links // n) % n, links % n
-            keys = (links // (n * n)) * 2 + (link_src // topology.ranks_per_node != link_dst // topology.ranks_per_node)
-            busiest = np.zeros(2 * steps, dtype=np.int64)
-            np.maximum.at(busiest, keys, link_chunks)
-        else:  # ports: (step, rank, class) once for what ranks send and once for what they receive
-            busiest = np.zeros(2 * steps, dtype=np.int64)
+            link_inter = link_src // per_node != link_dst // per_node
+            np.maximum.at(busiest, (links // (n * n), link_inter.astype(np.intp)), link_chunks)
+        else:  # ports: (step, rank, class), once for what ranks send and once for what they receive
+            inter64 = inter.astype(np.int64)
             for rank in (src, dst):
-                ports, port_chunks = _counts((step * n + rank) * 2 + inter, steps * n * 2)
-                np.maximum.at(busiest, (ports // (2 * n)) * 2 + ports % 2, port_chunks)
-        self.busiest = busiest.reshape(steps, 2).tolist()  # per step, per class: chunks on the busiest resource
+                key = (step * n + rank) * 2 + inter64
+                if steps * n * 2 <= _BINCOUNT_LIMIT:
+                    np.maximum(busiest, np.bincount(key, minlength=steps * n * 2).reshape(steps, n, 2).max(axis=1),
+                               out=busiest)
+                else:
+                    ports, port_chunks = _counts(key)
+                    np.maximum.at(busiest, (ports // (2 * n), ports % 2), port_chunks)
+        self.busiest = busiest.tolist()  # per step, per class: chunks on the busiest resource
 
     def seconds(self, chunk_bytes: int) -> Fraction:
         """Σ over steps of max over used resources of α_c + bytes / bandwidth_c, exact."""
@@ -199,17 +205,15 @@ class LinkProfile:
         return out
 
 
-def _counts(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct keys, multiplicity) of non-negative keys below ``size``; linear for sorted keys (as the schedules'
-    step-major keys often are) or a modest ``size``, a sort otherwise."""
-    if size <= _BINCOUNT_LIMIT:
-        count = np.bincount(key, minlength=size)
-        used = np.flatnonzero(count)
-        return used, count[used]
-    if key.size and np.all(key[1:] >= key[:-1]):
-        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-        return key[starts], np.diff(np.append(starts, key.size))
-    return np.unique(key, return_counts=True)
+def _counts(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys in increasing order, multiplicity). The schedules' keys are step-major and mostly in order
+    within a step, so a stable sort (timsort: linear on a few sorted runs) is cheap; sorted keys skip it."""
+    if key.size and not np.all(key[1:] >= key[:-1]):
+        key = np.sort(key, kind="stable")
+    if key.size == 0:
+        return key, key
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    return key[starts], np.diff(np.append(starts, key.size))
 
 
 def _records(ledger: CommLedger, topology: Topology, label) -> list[CollectiveRecord]:

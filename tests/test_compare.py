@@ -64,21 +64,25 @@ def test_rows_match_the_registry(n, nodes, numel):
         assert sum(r.class_bytes.values()) == r.total_bytes and r.max_rank_bytes <= r.total_bytes
 
 
-def test_sweep_finds_the_crossover_of_naive_and_ring():
-    # one class, α = 1 s, 1 B/s, fp16 (2 B), N = 4, ports: ring = 6·(1 + 2·ceil(S/4)), naive = 2·(1 + 3·2S).
-    # Brute force over S gives the first S at which ring is faster (written out here, not read from the code).
-    n, topology = 4, Topology.uniform(4, LinkClass("link", 1, 1))
+def test_sweep_finds_the_crossover_of_recursive_doubling_and_halving_doubling():
+    # one class, α = 1 s, 1 B/s, fp16 (2 B), N = 4, ports. By hand (c = ceil(S/4) elements per chunk):
+    # recursive doubling, 2 steps of the whole buffer: 2·(1 + 2S); halving-doubling, steps of 2, 1, 1, 2 chunks:
+    # 4 + 12c; ring, 6 steps of one chunk: 6·(1 + 2c).
+    topology = Topology.uniform(4, LinkClass("link", 1, 1))
+    doubling = lambda s: 2 * (1 + 2 * s)
+    halving = lambda s: 4 + 12 * -(-s // 4)
     ring = lambda s: 6 * (1 + 2 * -(-s // 4))
-    naive = lambda s: 2 * (1 + 3 * 2 * s)
-    first_ring_win = next(s for s in range(1, 1000) if ring(s) < naive(s))
     result = sweep("all-reduce", topology, sweep_sizes(1024), "fp16")
-    pairs = [(x.before, x.after) for x in result.crossovers]
-    assert ("naive", "ring") in pairs
-    x = result.crossovers[pairs.index(("naive", "ring"))]
-    # ties go to the first in catalog order (ring), so naive is strictly fastest up to x.numel
-    assert x.numel + 1 == first_ring_win
     for p in result.points:
-        assert p.seconds["ring"] == ring(p.numel) and p.seconds["naive"] == naive(p.numel)
+        assert (p.seconds["recursive-doubling"], p.seconds["halving-doubling"], p.seconds["ring"]) == \
+            (doubling(p.numel), halving(p.numel), ring(p.numel))
+    first = result.crossovers[0]
+    assert (first.before, first.after) == ("recursive-doubling", "halving-doubling")
+    # the first S at which halving-doubling is strictly faster, by brute force over the hand formulas
+    assert first.numel + 1 == next(s for s in range(1, 1000) if halving(s) < doubling(s)) == 4
+    for x in result.crossovers:  # each crossover holds when counted the other way, through compare()
+        assert compare("all-reduce", topology, x.numel, "fp16").fastest[0] == x.before
+        assert compare("all-reduce", topology, x.numel + 1, "fp16").fastest[0] == x.after
 
 
 def test_sweep_text_and_json(capsys):

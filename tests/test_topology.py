@@ -43,17 +43,65 @@ def test_ring_all_reduce_is_the_textbook_cost(n, per_chunk, alpha, bandwidth, co
     assert algorithms.algorithm(ALL_REDUCE, RING).cost(n, s_bytes, alpha, beta) == expected
 
 
-@pytest.mark.parametrize("entry, n", [(e, n) for e in ENTRIES for n in (1, 2, 4, 8, 16, 32)
-                                      if e.unsupported(n) is None], ids=lambda v: getattr(v, "name", str(v)))
-def test_every_catalog_entry_meets_its_cost_on_one_port_class(entry, n):
-    # the registry's cost(n, S, α, β) is each entry's textbook formula; its assumptions (N a power of two, S a
-    # multiple of every chunk count, one link class, one port per rank) hold here, so the model must agree
+POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
+
+
+@given(k=st.integers(0, 5), per_chunk=st.integers(0, 20), alpha=alphas, bandwidth=bandwidths,
+       contention=st.sampled_from(["port", "link"]))
+def test_rabenseifner_and_recursive_doubling_are_their_textbook_costs(k, per_chunk, alpha, bandwidth, contention):
+    # Thakur, Rabenseifner & Gropp 2005, §4.4 and §4.1, N a power of two and S a multiple of N:
+    # recursive halving + doubling 2·log2(N)·α + 2(N-1)/N·S·β; recursive doubling log2(N)·(α + S·β).
+    # Each step pairs every rank with one partner, so ports and links agree.
+    n = 2 ** k
+    numel = n * per_chunk
+    s_bytes, beta = numel * 4, 1 / bandwidth
+    topology = uniform(n, alpha, bandwidth, contention)
+    halving = count_algorithm(ALL_REDUCE, "halving-doubling", n, numel, "fp32")
+    assert modelled_time(halving, topology) == 2 * k * alpha + Fraction(2 * (n - 1), n) * s_bytes * beta
+    doubling = count_algorithm(ALL_REDUCE, "recursive-doubling", n, numel, "fp32")
+    assert modelled_time(doubling, topology) == k * (alpha + s_bytes * beta)
+
+
+@given(n=st.integers(3, 24), per_chunk=st.integers(0, 20), alpha=alphas, bandwidth=bandwidths)
+def test_bidirectional_ring_halves_the_ring_only_on_separate_links(n, per_chunk, alpha, bandwidth):
+    # every step each rank sends half a shard to each neighbour. Separate links: each carries S/(2N) per step,
+    # 2(N-1)·(α + S/(2N)·β). One port per rank: the two halves share it, the ring's 2(N-1)·(α + S/N·β).
+    numel = 2 * n * per_chunk  # every half-shard full
+    s_bytes, beta = numel * 4, 1 / bandwidth
+    ledger = count_algorithm(ALL_REDUCE, "bidirectional-ring", n, numel, "fp32")
+    assert modelled_time(ledger, uniform(n, alpha, bandwidth, "link")) == \
+        2 * (n - 1) * (alpha + Fraction(s_bytes, 2 * n) * beta)
+    assert modelled_time(ledger, uniform(n, alpha, bandwidth, "port")) == \
+        2 * (n - 1) * (alpha + Fraction(s_bytes, n) * beta)
+
+
+def _cost_cases():
+    for entry in ENTRIES:
+        for n in POWERS_OF_TWO:
+            if entry.unsupported(n) is None:
+                marks = ()
+                if entry.name == "double-binary-tree" and entry.collective != "all-gather" and n > 1:
+                    # the registry's (N + 2D - 1)(α + S/(2N)·β) assumes every link carries one half-segment per
+                    # step; the schedule puts more on its busiest link (N = 8, α = 0: 72,000 B·β by links, 144,000
+                    # by ports, against the formula's 52,000), so the formula is below what the schedule does
+                    marks = pytest.mark.xfail(strict=True, reason="registry cost below the schedule's busiest link")
+                yield pytest.param(entry, n, marks=marks, id=f"{entry.collective}:{entry.name}:{n}")
+
+
+@pytest.mark.parametrize("entry, n", list(_cost_cases()))
+def test_every_catalog_entry_meets_its_cost_under_one_contention(entry, n):
+    # the registry's cost(n, S, α, β) is each entry's textbook formula; on one link class with N a power of two
+    # and S a multiple of every chunk count it must equal the schedule's modelled time under the contention its
+    # derivation assumes: one port per rank (naive: N-1 buffers into rank 0) or separate links (bidirectional
+    # ring, trees: two neighbours or children at once). Where a rank talks to one peer per step both agree.
     schedule = algorithms.build(entry.collective, n, entry.name)
     alpha, bandwidth = Fraction(7, 3), Fraction(5, 2)
     for per_chunk in (1, 3):
-        numel = schedule.n_chunks * per_chunk * 4  # fp32: every chunk full, no padding
+        numel = schedule.n_chunks * n * per_chunk  # every chunk and every shard full, no padding
         ledger = count_algorithm(entry.collective, entry.name, n, numel, "fp32")
-        assert modelled_time(ledger, uniform(n, alpha, bandwidth)) == entry.cost(n, numel * 4, alpha, 1 / bandwidth)
+        textbook = algorithms.cost(entry.collective, entry.name, n, numel * 4, alpha, 1 / bandwidth)
+        modelled = {c: modelled_time(ledger, uniform(n, alpha, bandwidth, c)) for c in ("port", "link")}
+        assert textbook in modelled.values(), (textbook, modelled)
 
 
 @given(n=st.integers(2, 24), numel=st.integers(0, 500), alpha=alphas, bandwidth=bandwidths)
