@@ -176,16 +176,16 @@ class LinkProfile:
             link_src, link_dst = (links // n) % n, links % n
             link_inter = link_src // per_node != link_dst // per_node
             np.maximum.at(busiest, (links // (n * n), link_inter.astype(np.intp)), link_chunks)
-        else:  # ports: (step, rank, class), once for what ranks send and once for what they receive
-            inter64 = inter.astype(np.int64)
+        else:  # ports: (step, class, rank), once for what ranks send and once for what they receive
+            step_class = (step * 2 + inter) * n
             for rank in (src, dst):
-                key = (step * n + rank) * 2 + inter64
-                if steps * n * 2 <= _BINCOUNT_LIMIT:
-                    np.maximum(busiest, np.bincount(key, minlength=steps * n * 2).reshape(steps, n, 2).max(axis=1),
-                               out=busiest)
+                key = step_class + rank
+                if steps * n * 2 <= _BINCOUNT_LIMIT:  # one row of n ports per (step, class)
+                    per_port = np.bincount(key, minlength=steps * 2 * n).reshape(steps * 2, n)
+                    np.maximum(busiest, per_port.max(axis=1).reshape(steps, 2), out=busiest)
                 else:
                     ports, port_chunks = _counts(key)
-                    np.maximum.at(busiest, (ports // (2 * n), ports % 2), port_chunks)
+                    np.maximum.at(busiest, (ports // (2 * n), (ports // n) % 2), port_chunks)
         self.busiest = busiest.tolist()  # per step, per class: chunks on the busiest resource
 
     def seconds(self, chunk_bytes: int) -> Fraction:
