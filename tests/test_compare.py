@@ -111,7 +111,7 @@ def test_sweep_sizes():
     (["--inter-latency-us", "-1"], "--inter-latency-us"),
     (["--numel", "1e999999999"], "--numel"),
     (["--numel", str(2 ** 63)], "numel must be below 2**63"),
-    (["--ranks", "100000", "--nodes", "1"], "ranks must be <= 4096"),
+    (["--ranks", "100000", "--nodes", "1"], "ranks must be <= 1024"),
     (["--dtype", "complex64"], "dtype"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, extra, message):
