@@ -63,14 +63,26 @@ def topology_from_args(args) -> Topology:
                                contention=args.contention)
 
 
+def _significant(value: Fraction, digits: int = 4) -> str:
+    """``value`` (>= 0) with ``digits`` significant digits, rounded half-up exactly: 1.945, 851.0, 0.03470."""
+    if value == 0:
+        return "0"
+    places = digits - 1
+    while value * 10 ** places >= 10 ** digits:
+        places -= 1
+    while value * 10 ** places < 10 ** (digits - 1):
+        places += 1
+    return format_decimal(value, max(places, 0))
+
+
 def format_seconds(seconds: Fraction) -> str:
-    """Four significant digits in s, ms or µs, rounded half-up exactly: ``1.945 s``, ``126.0 µs``."""
-    for unit, scale in (("s", 1), ("ms", 10 ** 3), ("µs", 10 ** 6), ("ns", 10 ** 9)):
-        value = seconds * scale
-        if value >= 1 or unit == "ns":
-            digits = len(str(int(value))) if value >= 1 else 1
-            return f"{format_decimal(value, max(0, 4 - digits))} {unit}"
-    raise AssertionError("unreachable")
+    """Four significant digits in s, ms, µs or ns, rounded half-up exactly: ``1.945 s``, ``126.0 µs``; ``0 s``."""
+    if seconds == 0:
+        return "0 s"
+    for unit, scale in (("s", 1), ("ms", 10 ** 3), ("µs", 10 ** 6)):
+        if seconds * scale >= 1:
+            return f"{_significant(seconds * scale)} {unit}"
+    return f"{_significant(seconds * 10 ** 9)} ns"
 
 
 def cmd_compare(args) -> int:
@@ -110,7 +122,7 @@ def _table_lines(c: Comparison) -> list[str]:
             f"B on {slowest.name if slowest else '-'}", "modelled time", "busbw GB/s"]
     rows = [[("* " if r.name in fastest else "  ") + r.name, f"{r.steps:,}", f"{r.messages:,}",
              f"{r.max_rank_bytes:,}", f"{r.total_bytes:,}", f"{r.slowest_class_bytes:,}", format_seconds(r.seconds),
-             "-" if r.busbw is None else format_decimal(r.busbw / GB, 1)] for r in c.rows]
+             "-" if r.busbw is None else _significant(r.busbw / GB)] for r in c.rows]
     lines = [f"{c.collective} of {c.numel:,} {c.dtype} elements per rank on {_where(c.topology)}", ""]
     lines += _render(head, rows)
     lines += ["", f"fastest (*): {', '.join(c.fastest) or '-'}; busbw = S/time × {c.bus_factor} (nccl-tests bus "
