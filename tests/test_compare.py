@@ -122,3 +122,24 @@ def test_bad_input_is_one_line_and_exit_2(capsys, extra, message):
         code = refused.code
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("ringemu: error:") and err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("nodes, inter_per_element", [(8, 14), (4, 6), (2, 2)])
+def test_hierarchical_ring_is_built_for_the_topologys_nodes(nodes, inter_per_element):
+    # 64 ranks, R = 64/nodes per node. The hierarchical ring reduce-scatters inside each node (NVLink), then each
+    # rank all-reduces its 1/R shard on a ring of the `nodes` ranks with its local index (InfiniBand): it sends
+    # 2(nodes-1)/nodes · S/R elements across nodes. Summed over 64 ranks that is 2(nodes-1)·S elements:
+    # 14·S for 8 nodes, 6·S for 4, 2·S for 2 (S a multiple of 64·64, so no padding anywhere).
+    numel = 64 * 64 * 3
+    result = compare("all-reduce", Topology.from_nodes(64, nodes), numel, "bf16")
+    row = next(r for r in result.rows if r.name == "hierarchical-ring")
+    assert row.class_bytes["InfiniBand"] == inter_per_element * numel * 2
+    assert row.slowest_class_bytes == row.class_bytes["InfiniBand"]
+
+
+def test_one_rank_has_nothing_to_send(capsys):
+    result = compare("all-reduce", Topology(1, 1), 10, "fp32")
+    assert {r.seconds for r in result.rows} == {0} and all(r.busbw is None for r in result.rows)
+    assert result.fastest == tuple(r.name for r in result.rows)
+    code, out, _ = run_cli(capsys, "compare", "--op", "all-reduce", "--ranks", "1", "--numel", "10")
+    assert code == 0 and "0 s" in out
