@@ -79,13 +79,7 @@ def _cost_cases():
     for entry in ENTRIES:
         for n in POWERS_OF_TWO:
             if entry.unsupported(n) is None:
-                marks = ()
-                if entry.name == "double-binary-tree" and entry.collective != "all-gather" and n > 1:
-                    # the registry's (N + 2D - 1)(α + S/(2N)·β) assumes every link carries one half-segment per
-                    # step; the schedule puts more on its busiest link (N = 8, α = 0: 72,000 B·β by links, 144,000
-                    # by ports, against the formula's 52,000), so the formula is below what the schedule does
-                    marks = pytest.mark.xfail(strict=True, reason="registry cost below the schedule's busiest link")
-                yield pytest.param(entry, n, marks=marks, id=f"{entry.collective}:{entry.name}:{n}")
+                yield pytest.param(entry, n, id=f"{entry.collective}:{entry.name}:{n}")
 
 
 @pytest.mark.parametrize("entry, n", list(_cost_cases()))
