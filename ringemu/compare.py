@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from . import algorithms, collectives
+from .checks import check_numel
 from .dtypes import dtype_name, resolve_dtype
-from .layout import ChunkLayout, check_numel
+from .layout import ChunkLayout
 from .ledger import CommLedger
 from .schedule import Schedule
 from .topology import LinkProfile, Topology, link_model

@@ -30,8 +30,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from .checks import check_n_ranks, is_integer
 from .ledger import CollectiveRecord, CommLedger
-from .schedule import Schedule, check_n_ranks
+from .schedule import Schedule
 from .units import GB
 
 __all__ = ["LinkClass", "Topology", "NVLINK", "INFINIBAND", "CONTENTIONS", "LinkProfile", "parse_decimal",
@@ -49,7 +50,7 @@ def parse_decimal(value: object, name: str) -> Fraction:
     Floats are refused (0.1 is not 1/10 in binary); strings must be plain decimals with at most 40 digits on each
     side of the point and an exponent within ±30, so that no input can make the exact arithmetic run away.
     """
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, Fraction, str)):
+    if not (is_integer(value) or isinstance(value, (Fraction, str))):
         raise TypeError(f"{name} must be an int, a fractions.Fraction or a decimal string such as '50' or "
                         f"'9.6e-6' (floats are not exact); got {value!r} ({type(value).__name__})")
     if isinstance(value, str):
@@ -58,7 +59,7 @@ def parse_decimal(value: object, name: str) -> Fraction:
             raise ValueError(f"{name} must be a non-negative decimal number with an exponent within "
                              f"±{_MAX_EXPONENT} (such as 50, 1.5 or 9.6e-6); got {value!r}")
         return Fraction(value.strip())
-    return Fraction(operator.index(value) if isinstance(value, np.integer) else value)
+    return Fraction(operator.index(value) if is_integer(value) else value)
 
 
 @dataclass(frozen=True)
