@@ -152,3 +152,13 @@ def test_the_table_names_algorithms_that_do_not_support_n():
     shown = Comparison("all-reduce", Topology(4, 1), 8, "fp32", Fraction(3, 2), (),
                        (("some-algorithm", "needs N a power of two"),))
     assert _table_lines(shown)[-1] == "not run on this N: some-algorithm (needs N a power of two)"
+
+
+@given(numel=st.integers(0, 10 ** 6), nodes=st.sampled_from([1, 2, 3, 6]))
+def test_sweep_prices_what_compare_counts(numel, nodes):
+    # the sweep builds each schedule once and re-prices it per size; compare runs the public collectives on
+    # size-only buffers per size: both must give the same time for every algorithm
+    topology = Topology.from_nodes(12, nodes)
+    point = sweep("all-reduce", topology, [numel], "fp16").points[0]
+    table = compare("all-reduce", topology, numel, "fp16")
+    assert point.seconds == {r.name: r.seconds for r in table.rows}
