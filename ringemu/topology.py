@@ -5,7 +5,8 @@ the ``intra`` link class, one between nodes the ``inter`` class; each class has 
 direction) and a latency α (seconds per message). The defaults are the lesson's: NVLink 160 GB/s inside a node and
 InfiniBand 50 GB/s between nodes (zero-lesson §"EP", from the DeepSeek-V3 report §3.1–3.2; GB = 10^9 B). The lesson
 gives no latencies; the defaults are NCCL's per-hop latency estimates for its ring with the Simple protocol
-(``hwLat`` in NCCL's ``src/graph/tuning.cc``: 3.4 µs over NVLink, 9.6 µs over the network).
+(``hwLat`` in NCCL's ``src/graph/tuning.cc`` at commit 01afd20: 3.4 µs over NVLink, 9.6 µs over the network;
+the values differ between NCCL versions).
 
 The model (Hockney's α-β model, as Thakur, Rabenseifner & Gropp 2005 §3 use it) is read from the schedule table:
 
