@@ -188,6 +188,7 @@ class Sweep:
     points: tuple[SweepPoint, ...]
     crossovers: tuple[Crossover, ...]
     unsupported: tuple[tuple[str, str], ...] = field(default=())
+    steps: dict[str, int] = field(default_factory=dict)  # algorithm -> steps of its schedule (the α count)
 
     def as_dict(self) -> dict:
         return {"op": self.collective, **_topology_dict(self.topology), "dtype": self.dtype,
@@ -195,6 +196,7 @@ class Sweep:
                             "seconds": {a: float(t) for a, t in p.seconds.items()},
                             "seconds_exact": {a: str(t) for a, t in p.seconds.items()}} for p in self.points],
                 "crossovers": [{"numel": c.numel, "before": c.before, "after": c.after} for c in self.crossovers],
+                "steps": dict(self.steps),
                 "unsupported": [{"algorithm": a, "reason": why} for a, why in self.unsupported]}
 
 
@@ -232,4 +234,5 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
             lo, hi = (middle, hi) if middle.fastest == lo.fastest else (lo, middle)
         if lo.fastest != hi.fastest:
             crossovers.append(Crossover(lo.numel, lo.fastest, hi.fastest))
-    return Sweep(collective, topology, name_of_dtype, tuple(points), tuple(crossovers), tuple(refused))
+    steps = {name: schedule.n_steps for name, (schedule, _) in profiles.items()}
+    return Sweep(collective, topology, name_of_dtype, tuple(points), tuple(crossovers), tuple(refused), steps)

@@ -139,5 +139,6 @@ def _sweep_lines(s: Sweep) -> list[str]:
     if not s.crossovers:
         lines.append("crossover: none in this range (one algorithm is fastest throughout)")
     for x in s.crossovers:
-        lines.append(f"crossover: {x.before} is fastest up to S = {x.numel:,}, {x.after} from S = {x.numel + 1:,}")
+        lines.append(f"crossover: {x.before} ({s.steps[x.before]} steps) is fastest up to S = {x.numel:,}, "
+                     f"{x.after} ({s.steps[x.after]} steps) from S = {x.numel + 1:,}")
     return lines + _unsupported_line(s.unsupported)
