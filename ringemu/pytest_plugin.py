@@ -11,7 +11,7 @@ What it does in a pytest session, so that a user's property tests pass on a firs
   a reproducible blob). If the session chose no profile of its own (no ``--hypothesis-profile``; the profile in
   effect is hypothesis's ``default``, or the ``ci`` it loads itself when ``CI`` is set, not re-registered by a
   conftest), it loads ``ringemu-ci`` under CI and ``ringemu-dev`` otherwise;
-* **fixtures**: ``ring_world`` — ``ring_world(n_ranks, mode="fused", timeout=60)`` returns an
+* **fixtures**: ``ring_world`` — ``ring_world(n_ranks, mode="fused", timeout=60, algorithm=...)`` returns an
   :class:`~ringemu.backends.EmulatedWorld` with its own fresh ``CommLedger`` (``world.ledger``), whose
   ``run(fn, *args)`` calls ``fn(comm, *args)`` on every rank at once, as the ZeRO stages run (session-scoped: safe
   inside ``@given``); ``comm_ledger`` — a fresh :class:`~ringemu.ledger.CommLedger` per test (pass it as
@@ -120,13 +120,15 @@ def pytest_collection_finish(session) -> None:
 
 @pytest.fixture(scope="session")
 def ring_world():
-    """``ring_world(n_ranks, *, ledger=None, mode="fused", timeout=60.0)``: an emulated world of N ranks."""
+    """``ring_world(n_ranks, *, ledger=None, mode="fused", timeout=60.0, **options)``: an emulated world of N
+    ranks (``options`` go to :class:`~ringemu.backends.EmulatedWorld`, e.g. ``algorithm="tree"``)."""
     from .backends import EmulatedWorld
     from .ledger import CommLedger
 
-    def make(n_ranks: int, *, ledger: CommLedger | None = None, mode: str = "fused", timeout: float = 60.0):
+    def make(n_ranks: int, *, ledger: CommLedger | None = None, mode: str = "fused", timeout: float = 60.0,
+             **options):
         return EmulatedWorld(n_ranks, ledger=CommLedger() if ledger is None else ledger, mode=mode,
-                             timeout=timeout)
+                             timeout=timeout, **options)
 
     return make
 
