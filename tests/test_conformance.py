@@ -51,6 +51,16 @@ def test_off_by_one_shard_is_caught_in_the_values():
         assert_conforms(lambda n: MailboxWorld(n, "off-by-one-shard"), max_examples=20)
 
 
+def test_the_suite_tells_a_tree_from_a_ring():
+    """An emulated world running the registry's binary tree: its bits are the tree's, not the ring's (N >= 3 and
+    S >= 8: there the two orders of addition differ on random floats)."""
+    report = check_communicator(lambda n: EmulatedWorld(n, algorithm="tree"), min_ranks=3, max_ranks=8, min_numel=8,
+                                max_examples=10, expect_order="tree")
+    assert report.ok, report.text()
+    for c in ("reduce-scatter", "all-reduce"):
+        assert "tree" in report.collectives[c].orders and "ring" not in report.collectives[c].orders, report.text()
+
+
 def test_expect_order_must_be_a_known_order():
     with pytest.raises(ValueError, match="expect_order must be one of"):
         check_communicator(lambda n: EmulatedWorld(n), expect_order="butterfly")
