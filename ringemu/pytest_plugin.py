@@ -4,7 +4,8 @@ What it does in a pytest session, so that a user's property tests pass on a firs
 
 * **warms the kernels** once, after collection and before the first test (:func:`ringemu.testing.warm_kernels`:
   every op in every dtype on a tiny world), when a collected test module uses ringemu or one of the fixtures below
-  (``--ringemu-warmup=always|never|auto``, default ``auto``). A hypothesis example never pays for compiling;
+  (``--ringemu-warmup=always|never|auto`` or the ini value ``ringemu_warmup``, default ``auto``: set ``always``
+  when your tests reach ringemu only through your own package). A hypothesis example never pays for compiling;
 * **registers hypothesis profiles** ``ringemu-dev`` (hypothesis's defaults, deadline 2 s: above any warm
   collective on the worlds ringemu's strategies draw, even on a loaded machine) and ``ringemu-ci`` (hypothesis's own
   ``ci`` profile — derandomized, no example database — with 200 examples, deadline 10 s, failing examples printed as
@@ -32,6 +33,7 @@ __all__ = ["PROFILES", "register_profiles", "ring_world", "comm_ledger", "assert
 
 PROFILES = ("ringemu-dev", "ringemu-ci")
 FIXTURES = ("ring_world", "comm_ledger", "assert_traffic")
+WARMUP_MODES = ("auto", "always", "never")
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -70,9 +72,12 @@ def _current_profile_name() -> str:
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("ringemu")
-    group.addoption("--ringemu-warmup", choices=("auto", "always", "never"), default="auto",
-                    help="compile ringemu's kernels before the first test: auto (when a test uses ringemu), "
-                         "always or never (default: auto)")
+    group.addoption("--ringemu-warmup", choices=WARMUP_MODES, default=None,
+                    help="compile ringemu's kernels before the first test: auto (when a test module imports "
+                         "ringemu or uses its fixtures), always or never (default: the ringemu_warmup ini value, "
+                         "else auto)")
+    parser.addini("ringemu_warmup", "auto, always or never: when ringemu compiles its kernels (default auto)",
+                  default="auto")
 
 
 def pytest_configure(config) -> None:
@@ -107,7 +112,9 @@ def _uses_ringemu(item) -> bool:
 
 
 def pytest_collection_finish(session) -> None:
-    mode = session.config.getoption("ringemu_warmup")
+    mode = session.config.getoption("ringemu_warmup") or session.config.getini("ringemu_warmup")
+    if mode not in WARMUP_MODES:
+        raise pytest.UsageError(f"ringemu_warmup must be one of {', '.join(WARMUP_MODES)}; got {mode!r}")
     if mode == "never" or not session.items or (mode == "auto" and not any(map(_uses_ringemu, session.items))):
         return
     from .testing.warmup import warm_kernels

@@ -90,6 +90,18 @@ def test_readme_example_and_fixtures_pass_on_a_cold_numba_cache(tmp_path):
         in header.stdout, header.stdout
 
 
+def test_warmup_follows_the_ini_value_and_rejects_others(tmp_path):
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n", encoding="utf-8")
+    auto = _pytest(tmp_path, "-q")  # no test touches ringemu: nothing to warm
+    assert auto.returncode == 0 and "kernels warmed" not in auto.stdout, auto.stdout
+    (tmp_path / "pytest.ini").write_text("[pytest]\nringemu_warmup = always\n", encoding="utf-8")
+    always = _pytest(tmp_path, "-q")
+    assert always.returncode == 0 and "ringemu: kernels warmed" in always.stdout, always.stdout + always.stderr
+    (tmp_path / "pytest.ini").write_text("[pytest]\nringemu_warmup = sometimes\n", encoding="utf-8")
+    bad = _pytest(tmp_path, "-q")
+    assert bad.returncode != 0 and "ringemu_warmup must be one of auto, always, never" in bad.stdout + bad.stderr
+
+
 def test_a_project_profile_is_kept_and_ci_selects_ringemu_ci(tmp_path):
     (tmp_path / "conftest.py").write_text(
         "from hypothesis import settings\nsettings.register_profile('default', max_examples=3, deadline=None)\n"
