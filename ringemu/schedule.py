@@ -11,7 +11,9 @@ Semantics (guaranteed by :func:`check_provenance` for every schedule built here)
   the value it held at the start of the step. Several ``ADD`` transfers into the same (dst, chunk) in one
   step are applied in the order they are listed.
 * No rank sends, in a step, a chunk it receives in that step, so a kernel may update buffers in place
-  without a staging buffer.
+  without a staging buffer — unless the schedule is built with ``exchange=True``: then two ranks may swap a chunk
+  in one step (recursive doubling: both send their partial sums and both add), and the kernels first copy, tile
+  by tile, what every source sends in the step to a small staging buffer. Only such schedules pay for it.
 
 The algorithms themselves live in :mod:`ringemu.algorithms` (one registry, one file per family). The transfers
 are stored as integer arrays so that a schedule for N = 1024 ranks (about a million transfers) is built and
@@ -60,6 +62,9 @@ class Schedule:
     ``"all"`` (every rank holds its own contribution to every chunk), ``"own"`` (rank r holds only chunk r),
     ``"reduced-own"`` (rank r holds chunk r summed over all ranks), ``"reduced-all"`` (every rank holds
     every chunk summed over all ranks), ``"gathered"`` (every rank holds chunk c as rank c had it).
+    For a schedule of ``n_chunks = k·n_ranks`` chunks, "chunk c" in ``"own"``, ``"reduced-own"`` and ``"gathered"``
+    means every chunk of shard c (chunks ``c·k .. c·k + k - 1``); for ``n_chunks == 1`` "reduced-own" is
+    "reduced-all" (the one chunk holds every shard). ``exchange`` lifts the in-place rule (see the module doc).
     """
 
     name: str
@@ -69,6 +74,7 @@ class Schedule:
     table: np.ndarray
     initial: str
     final: str
+    exchange: bool = False  # True: a rank may send, in a step, a chunk it receives in that step (staged)
 
     def __post_init__(self) -> None:
         self.table.setflags(write=False)
@@ -91,7 +97,23 @@ class Schedule:
 
     def __repr__(self) -> str:
         return (f"Schedule({self.name!r}, n_ranks={self.n_ranks}, n_chunks={self.n_chunks}, "
-                f"n_steps={self.n_steps}, n_transfers={self.n_transfers})")
+                f"n_steps={self.n_steps}, n_transfers={self.n_transfers}"
+                + (", exchange=True)" if self.exchange else ")"))
+
+    @property
+    def split(self) -> int:
+        """Chunks per shard: ``n_chunks // n_ranks`` (0 for a whole-buffer schedule of one chunk)."""
+        return self.n_chunks // self.n_ranks
+
+    def renamed(self, name: str, final: str | None = None) -> "Schedule":
+        """The same transfers under another name (and postcondition): how a derived collective reuses a schedule,
+        e.g. a reduce-scatter that is an all-reduce keeping one's own chunk."""
+        return Schedule(name, self.n_ranks, self.n_chunks, self.n_steps, self.table, self.initial,
+                        self.final if final is None else final, self.exchange)
+
+    def shard_of(self, chunk: int) -> int | None:
+        """The shard (rank) that ``chunk`` belongs to, or None for a whole-buffer chunk."""
+        return chunk // self.split if self.split else None
 
 
 def new_table(n_rows: int) -> np.ndarray:
