@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .checks import check_int
 from .dtypes import resolve_dtype
 from .reference import run_schedule_reference
 from .schedule import Schedule
@@ -143,8 +144,8 @@ def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, 
     if not world.flags.writeable:
         raise ValueError("world must be writeable (the schedule runs in place)")
     for name, value in (("tile", tile), ("threads", threads)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+        if value is not None:
+            check_int(value, name, minimum=1)
     chunk = int(world.shape[1] // schedule.n_chunks)
     if mode == "reference":
         run_schedule_reference(schedule, world)

@@ -20,33 +20,13 @@ Every chunk has ``chunk_size`` elements in the padded world row (the ledger coun
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ChunkLayout", "check_numel", "MAX_NUMEL"]
+from .checks import MAX_NUMEL, check_int, check_numel  # check_numel, MAX_NUMEL kept importable from here
 
-MAX_NUMEL = 2 ** 63 - 1  # offsets and counts are aggregated in int64 arrays
-
-
-def check_numel(numel: object, name: str = "numel") -> int:
-    """Return ``numel`` as an int, or raise a clear error if it is not an integer >= 0."""
-    if isinstance(numel, bool) or not isinstance(numel, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= 0, got {numel!r} ({type(numel).__name__})")
-    if numel < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {numel}")
-    if numel > MAX_NUMEL:
-        raise ValueError(f"{name} must be below 2**63 (counts are aggregated in int64), got {numel}")
-    return operator.index(numel)
-
-
-def _count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= 1, got {value!r} ({type(value).__name__})")
-    if not 1 <= value <= MAX_NUMEL:
-        raise ValueError(f"{name} must be an integer >= 1 and < 2**63, got {value}")
-    return operator.index(value)
+__all__ = ["ChunkLayout"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +40,9 @@ class ChunkLayout:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "numel", check_numel(self.numel))
-        object.__setattr__(self, "n_chunks", _count(self.n_chunks, "n_chunks"))
-        shards = self.n_chunks if self.n_shards is None else _count(self.n_shards, "n_shards")
+        object.__setattr__(self, "n_chunks", check_int(self.n_chunks, "n_chunks", minimum=1, maximum=MAX_NUMEL))
+        shards = self.n_chunks if self.n_shards is None else check_int(self.n_shards, "n_shards", minimum=1,
+                                                                       maximum=MAX_NUMEL)
         if self.n_chunks % shards and self.n_chunks != 1:
             raise ValueError(f"n_chunks must be a multiple of n_shards, or 1; got n_chunks={self.n_chunks}, "
                              f"n_shards={shards}")

@@ -21,13 +21,14 @@ counted in milliseconds; :meth:`Schedule.steps` gives the readable form.
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["COPY", "ADD", "Transfer", "Schedule", "new_table", "check_n_ranks"]
+from .checks import check_n_ranks  # noqa: F401  (kept importable from here)
+
+__all__ = ["COPY", "ADD", "Transfer", "Schedule", "new_table"]
 
 COPY = 0  # dst[chunk] = src[chunk]
 ADD = 1  # dst[chunk] = dst[chunk] + src[chunk]
@@ -41,15 +42,6 @@ class Transfer(NamedTuple):
     dst: int
     chunk: int
     op: str  # "copy" or "add"
-
-
-def check_n_ranks(n_ranks: object, name: str = "n_ranks") -> int:
-    """Return ``n_ranks`` as an int, or raise a clear error if it is not an integer >= 1."""
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= 1, got {n_ranks!r} ({type(n_ranks).__name__})")
-    if n_ranks < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {n_ranks}")
-    return operator.index(n_ranks)
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,10 +19,11 @@ import numpy as np
 from .blocks import integer_blocks, value_bound
 from .dtypes import dtype_name
 from .execute import run_schedule
-from .layout import ChunkLayout, check_numel
+from .checks import check_n_ranks, check_numel
+from .layout import ChunkLayout
 from .provenance import initial_provenance, run_provenance
 from .algorithms import schedule_for
-from .schedule import ADD, Schedule, Transfer, check_n_ranks
+from .schedule import ADD, Schedule, Transfer
 
 __all__ = ["MAX_RANKS", "MAX_NUMEL", "TraceStep", "Trace", "trace_schedule", "trace_collective", "format_ranks"]
 
