@@ -19,13 +19,13 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import bench_command, commands
+from . import audit_command, bench_command, commands
 from .backends.emulator import RankFailure
 
 __all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
 ENTRY_POINT_GROUP = "ringemu.commands"
-_BUILT_IN = (commands, bench_command)  # demo, run, trace, count; bench
+_BUILT_IN = (commands, bench_command, audit_command)  # demo, run, trace, count; bench; audit
 _SOURCE_SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
 
 

@@ -23,9 +23,10 @@ import torch.distributed as dist
 from ..algorithms import DEFAULT_ALGORITHM, algorithm as _catalog_entry
 from ..execute import MODES
 from ..ledger import CommLedger
-from ..schedule import check_n_ranks
+from ..checks import check_n_ranks, check_timeout
 from .c10d_world import thread_local_c10d
-from .meeting import Meeting
+from .mailbox import Mailbox
+from .meeting import Meeting, PeerFailure
 from .process_group import RingemuProcessGroup
 
 __all__ = ["BACKEND", "spawn", "SpawnResult", "RankError", "register_backend"]
@@ -48,6 +49,7 @@ class _World:
     timeout_s: float
     ledger: CommLedger
     _groups: dict = field(default_factory=dict)
+    _mailboxes: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def group(self, name: str, size: int) -> tuple[Meeting, CommLedger]:
@@ -57,11 +59,18 @@ class _World:
                 self._groups[name] = (Meeting(size, self.timeout_s), ledger)
             return self._groups[name]
 
+    def mailbox(self, name: str, size: int) -> Mailbox:
+        _, ledger = self.group(name, size)
+        with self._lock:
+            if name not in self._mailboxes:
+                self._mailboxes[name] = Mailbox(size, self.timeout_s, ledger)
+            return self._mailboxes[name]
+
     def fail(self, rank: int, why: str) -> None:
         with self._lock:
-            meetings = [m for m, _ in self._groups.values()]
-        for meeting in meetings:
-            meeting.fail(rank, why)
+            waiters = [m for m, _ in self._groups.values()] + list(self._mailboxes.values())
+        for waiter in waiters:
+            waiter.fail(rank, why)
 
     @property
     def group_ledgers(self) -> dict[str, CommLedger]:
@@ -95,11 +104,10 @@ def spawn(fn: Callable[[int], Any], world_size: int, *, algorithm: str = DEFAULT
           ledger: CommLedger | None = None, timeout_s: float = 60.0) -> SpawnResult:
     """Run ``fn(rank)`` on ``world_size`` thread-ranks of one ``"ringemu"`` process group; see the module doc."""
     n = check_n_ranks(world_size, "world_size")
+    timeout_s = check_timeout(timeout_s, "timeout_s")
     _catalog_entry("all-reduce", algorithm)  # a clear error for an unknown algorithm, before any thread starts
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-    if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < 1e6):
-        raise ValueError(f"timeout_s must be a number of seconds in (0, 1e6); got {timeout_s!r}")
     if ledger is not None and not isinstance(ledger, CommLedger):
         raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
     register_backend()
@@ -117,7 +125,7 @@ def spawn(fn: Callable[[int], Any], world_size: int, *, algorithm: str = DEFAULT
             finally:
                 dist.destroy_process_group()
         except BaseException as exc:  # noqa: BLE001 - reported by name below
-            errors[rank] = "".join(traceback.format_exception(exc))
+            errors[rank] = (isinstance(exc, PeerFailure), "".join(traceback.format_exception(exc)))
             world.fail(rank, f"{type(exc).__name__}: {exc}")
         finally:
             _rank_context.world = None
@@ -133,7 +141,7 @@ def spawn(fn: Callable[[int], Any], world_size: int, *, algorithm: str = DEFAULT
         stuck = [r for r, t in enumerate(threads) if t.is_alive()]
     if stuck:
         raise RankError(f"rank(s) {stuck} still running {timeout_s * 4:g} s after the run started waiting for them")
-    if errors:
-        first = min(errors)
-        raise RankError(f"rank {first} failed (ranks that failed: {sorted(errors)}):\n{errors[first]}")
+    if errors:  # name the first rank that failed of its own accord, not one woken by another's failure
+        first = min(errors, key=lambda rank: (errors[rank][0], rank))
+        raise RankError(f"rank {first} failed (ranks that failed: {sorted(errors)}):\n{errors[first][1]}")
     return SpawnResult(results, world.ledger, world.group_ledgers, time.perf_counter() - start)

@@ -21,13 +21,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import (AllgatherOptions, AllreduceCoalescedOptions, AllreduceOptions,
-                                       BarrierOptions, BroadcastOptions, ReduceOp, ReduceScatterOptions,
+                                       AllToAllOptions, BarrierOptions, BroadcastOptions, GatherOptions, ReduceOp,
+                                       ReduceScatterOptions, ScatterOptions,
                                        _create_work_from_future)
 from torch.futures import Future
 
 from .. import collectives
 from ..layout import ChunkLayout
 from ..virtual import VirtualBuffer
+from .copies import all_to_all_execute, broadcast_execute, gather_execute, scatter_execute
 from .meeting import Request
 from .tensors import as_flat_numpy, check_tensor
 
@@ -171,23 +173,84 @@ class RingemuProcessGroup(dist.ProcessGroup):
         return self.allgather(output_lists, inputs, opts)
 
     def broadcast(self, tensors, opts=BroadcastOptions()):
-        from .copies import broadcast_execute
         tensors = [check_tensor(t, "broadcast") for t in tensors]
         sig = (tuple((tuple(t.shape), t.dtype) for t in tensors), opts.rootRank)
         return self._join("broadcast", sig, [as_flat_numpy(t) for t in tensors], broadcast_execute(opts.rootRank),
                           result=tensors)
 
+    def scatter(self, outputs, input_lists, opts=ScatterOptions()):
+        out = check_tensor(outputs[0], "scatter")
+        pieces = None
+        if self._rank == opts.rootRank:
+            pieces = [as_flat_numpy(_same(check_tensor(t, "scatter"), out, "scatter")) for t in input_lists[0]]
+        sig = (tuple(out.shape), out.dtype, opts.rootRank)
+        return self._join("scatter", sig, (as_flat_numpy(out), pieces), scatter_execute(opts.rootRank))
+
+    def gather(self, output_lists, inputs, opts=GatherOptions()):
+        inp = check_tensor(inputs[0], "gather")
+        pieces = None
+        if self._rank == opts.rootRank:
+            pieces = [as_flat_numpy(_same(check_tensor(t, "gather"), inp, "gather")) for t in output_lists[0]]
+        sig = (tuple(inp.shape), inp.dtype, opts.rootRank)
+        return self._join("gather", sig, (as_flat_numpy(inp), pieces), gather_execute(opts.rootRank))
+
+    def alltoall(self, outputs, inputs, opts=AllToAllOptions()):
+        outs = [check_tensor(t, "all_to_all") for t in outputs]
+        ins = [check_tensor(t, "all_to_all") for t in inputs]
+        if len(outs) != self._size or len(ins) != self._size or any(
+                t.shape != ins[0].shape or t.dtype != ins[0].dtype for t in outs + ins):
+            raise NotImplementedError("all_to_all: the ringemu backend moves equal pieces of one shape and dtype")
+        sig = (tuple(ins[0].shape), ins[0].dtype)
+        payload = ([as_flat_numpy(t) for t in outs], [as_flat_numpy(t) for t in ins])
+        return self._join("all_to_all", sig, payload, all_to_all_execute())
+
+    def all_to_all_single(self, output, input, output_splits, input_splits, opts=AllToAllOptions()):
+        output, input = check_tensor(output, "all_to_all_single"), check_tensor(input, "all_to_all_single")
+        if output_splits or input_splits:
+            even = [input.shape[0] // self._size] * self._size
+            if list(output_splits or even) != even or list(input_splits or even) != even:
+                raise NotImplementedError("all_to_all_single: uneven splits are not supported by the ringemu "
+                                          "backend (equal pieces only)")
+        if input.numel() % self._size or output.shape != input.shape:
+            raise NotImplementedError("all_to_all_single: the ringemu backend needs equal input and output shapes "
+                                      "divisible into world_size pieces")
+        return self.alltoall(list(output.chunk(self._size)), list(input.chunk(self._size)), opts)
+
+    def send(self, tensors, dst: int, tag: int = 0):
+        tensor = check_tensor(tensors[0], "send")
+        self._world.mailbox(self._group_key(), self._size).send(self._rank, dst, tag, as_flat_numpy(tensor).copy(),
+                                                                 f"send:{_caller_module()}")
+        return _done_work(tensors)
+
+    def recv(self, tensors, src: int, tag: int = 0):
+        tensor = check_tensor(tensors[0], "recv")
+        data = self._world.mailbox(self._group_key(), self._size).recv(src, self._rank, tag)
+        if data.size != tensor.numel() or data.dtype != as_flat_numpy(tensor).dtype:
+            raise ValueError(f"recv: rank {src} sent {data.size} {data.dtype} elements; this rank expects "
+                             f"{tensor.numel()} {tensor.dtype}")
+        np.copyto(as_flat_numpy(tensor), data)
+        return _done_work(tensors)
+
     def barrier(self, opts=BarrierOptions()):
         return self._join("barrier", (), None, lambda requests, ledger, label: None)
 
-    def __getattr__(self, name):  # c10d calls we do not implement: say which, never a silent no-op
-        if name.startswith("_") or name == "bound_device_id":
-            raise AttributeError(name)
-        raise NotImplementedError(f"torch.distributed call {name!r} is not supported by the ringemu backend")
+    def reduce(self, tensors, opts=None):
+        raise NotImplementedError("torch.distributed.reduce is not supported by the ringemu backend "
+                                  "(use all_reduce)")
+
+    def recv_anysource(self, tensors, tag=0):
+        raise NotImplementedError("recv from any source is not supported by the ringemu backend (name the src)")
+
+
+def _same(piece: torch.Tensor, like: torch.Tensor, call: str) -> torch.Tensor:
+    if piece.shape != like.shape or piece.dtype != like.dtype:
+        raise ValueError(f"{call}: every piece must have shape {tuple(like.shape)} and dtype {like.dtype}; got "
+                         f"{tuple(piece.shape)} {piece.dtype}")
+    return piece
 
 
 def _algorithm_kw(algorithm: str) -> dict:
-    return {} if algorithm == "ring" else {"algorithm": algorithm}
+    return {"algorithm": algorithm}
 
 
 def _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode) -> None:
