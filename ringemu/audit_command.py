@@ -27,7 +27,7 @@ def register(subparsers) -> None:
     p.add_argument("--ranks", type=int, required=True, help=f"number of thread-ranks N, 1..{MAX_AUDIT_RANKS}")
     p.add_argument("--algorithm", default=DEFAULT_ALGORITHM, choices=names("all-reduce"),
                    help=f"collective algorithm of the backend (default {DEFAULT_ALGORITHM})")
-    p.add_argument("--steps", type=int, default=None, help="training steps (default: the script's STEPS, else 2)")
+    p.add_argument("--steps", type=int, default=None, help="training steps, >= 3 (default: the script's STEPS, else 3); the last one is audited")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_audit)
 

@@ -1,7 +1,7 @@
 """``ringemu audit torch``: a user's training script on N thread-ranks, its traffic beside DDP's, from the ledger.
 
 The script (see ``examples/fsdp2_mlp.py``) defines ``make_model(rank)``, ``wrap(model)``, ``batch(rank, step)``,
-``loss(output, target)`` and optionally ``STEPS``. The audit trains ``wrap(make_model(rank))`` and
+``loss(output, target)`` and optionally ``STEPS`` (default 3). The audit trains ``wrap(make_model(rank))`` and
 ``DistributedDataParallel(make_model(rank))`` with Adam for the same steps under the ``"ringemu"`` backend and
 reads, for the last (steady) step, every collective call from each run's :class:`~ringemu.ledger.CommLedger`.
 
@@ -60,21 +60,28 @@ class Audit:
     def ratio(self) -> Fraction:
         return Fraction(self.user.step_bytes, self.ddp.step_bytes) if self.ddp.step_bytes else Fraction(0)
 
-    def departures(self) -> list[tuple[str, int, str]]:
-        """(what, bytes, why) for each pass of an all-gather/reduce-scatter run against half of DDP's step."""
+    def departures(self) -> list[tuple[str, int | Fraction, str]]:
+        """(what, bytes, why) for each pass of the sharded run against half of DDP's step: the bytes beyond it,
+        and the element counts behind them (read from the ledger's collective sizes)."""
         half = Fraction(self.ddp.step_bytes, 2)
-        out = []
-        passes = (("all_gather in forward", "all_gather", False), ("all_gather in backward", "all_gather", True),
-                  ("reduce_scatter", "reduce_scatter", None))
-        for what, collective, backward in passes:
-            moved = self.user.elements(collective, backward)
-            extra = self.user.bytes_of(collective, backward) - half
-            why = f"{moved:,} elements moved against Ψ = {self.psi:,}"
-            if moved > self.psi:
-                why += f": {moved - self.psi:,} elements of padding"
-            elif moved < self.psi:
-                why += f": {self.psi - moved:,} parameter elements not moved (kept unsharded after forward)"
-            out.append((what, int(extra) if extra.denominator == 1 else extra, why))
+        fwd = self.user.elements("all_gather", backward=False)
+        bwd = self.user.elements("all_gather", backward=True)
+        rs = self.user.elements("reduce_scatter")
+
+        def extra(collective, backward=None):
+            value = self.user.bytes_of(collective, backward) - half
+            return int(value) if value.denominator == 1 else value
+
+        kept = fwd - bwd  # gathered for forward and kept: not gathered again for backward
+        out = [
+            ("all_gather in forward", extra("all_gather", False),
+             f"{fwd:,} elements against Ψ = {self.psi:,}: {fwd - self.psi:,} elements of padding"),
+            ("all_gather in backward", extra("all_gather", True),
+             f"{bwd:,} elements: {fwd - self.psi:,} of padding, less {kept:,} gathered in forward and kept "
+             f"(modules not resharded after forward, such as the root)"),
+            ("reduce_scatter", extra("reduce_scatter"),
+             f"{rs:,} elements against Ψ = {self.psi:,}: {rs - self.psi:,} elements of padding"),
+        ]
         other = self.user.step_bytes - sum(self.user.bytes_of(c) for c in ("all_gather", "reduce_scatter"))
         if other:
             out.append(("other collectives", other, "calls that are neither all_gather nor reduce_scatter"))
@@ -119,7 +126,7 @@ def _train(script, steps: int, use_ddp: bool, marks: list[int], ledger: CommLedg
 def _run(name: str, script, n: int, steps: int, algorithm: str, use_ddp: bool) -> tuple[AuditRun, list]:
     ledger, marks = CommLedger(), []
     result = spawn(_train(script, steps, use_ddp, marks, ledger), n, algorithm=algorithm, ledger=ledger)
-    last = ledger.records[marks[-2]:marks[-1]]  # the last step, after the first (lazy initialisation)
+    last = ledger.records[marks[-2]:marks[-1]]  # the last step: steady state
     step = CommLedger()
     rows: dict[str, list[int]] = {}
     for rec in last:
@@ -139,10 +146,10 @@ def _run(name: str, script, n: int, steps: int, algorithm: str, use_ddp: bool) -
 def audit_script(path: str | Path, n_ranks: int, algorithm: str = "ring", steps: int | None = None) -> Audit:
     """Run the script's sharding and DDP on ``n_ranks`` thread-ranks; see the module doc."""
     script = load_script(path)
-    steps = getattr(script, "STEPS", 2) if steps is None else steps
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 2 <= steps <= 1000:
-        raise ValueError(f"steps must be an integer in 2..1000 (the last step is audited, after the first); "
-                         f"got {steps!r}")
+    steps = getattr(script, "STEPS", 3) if steps is None else steps
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 3 <= steps <= 1000:
+        raise ValueError(f"steps must be an integer in 3..1000 (the last step is audited: DDP rebuilds its "
+                         f"buckets at the start of step 2); got {steps!r}")
     psi = sum(p.numel() for p in script.make_model(0).parameters())
     user, _ = _run("sharded", script, n_ranks, steps, algorithm, use_ddp=False)
     ddp, _ = _run("ddp", script, n_ranks, steps, algorithm, use_ddp=True)
