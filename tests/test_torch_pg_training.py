@@ -173,3 +173,26 @@ def test_fsdp2_and_ddp_part_under_the_ring_by_a_few_ulps():
     assert 0 < np.count_nonzero(a != b) < a.size // 4  # measured: 85 of 2,116 elements, at most 96 ulps apart
     np.testing.assert_allclose(np.concatenate([p.ravel() for p in fsdp]),
                                np.concatenate([p.ravel() for p in ddp]), rtol=1e-4, atol=1e-5)
+
+
+def test_audit_command_prints_the_ratio_and_exits_zero(capsys):
+    from ringemu.cli import main
+    assert main(["audit", "torch", "--script", str(EXAMPLE), "--ranks", "3", "--json"]) == 0
+    import json
+    report = json.loads(capsys.readouterr().out)
+    assert Fraction(report["ratio"]) == Fraction(report["sharded_step_bytes"], report["ddp_step_bytes"])
+    assert [d["what"] for d in report["departures"]] == ["all_gather in forward", "all_gather in backward",
+                                                         "reduce_scatter"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--script", "no/such/file.py", "--ranks", "2"], "no such file"),
+    (["--script", __file__, "--ranks", "2"], "must define make_model, wrap, batch, loss"),
+    (["--script", str(EXAMPLE), "--ranks", "0"], "--ranks must be an integer >= 1"),
+    (["--script", str(EXAMPLE), "--ranks", "2", "--steps", "2"], "steps must be an integer in 3..1000"),
+])
+def test_audit_command_rejects_bad_input_in_one_line(argv, message, capsys):
+    from ringemu.cli import main
+    assert main(["audit", "torch", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
