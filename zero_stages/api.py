@@ -10,6 +10,7 @@ import operator
 import numpy as np
 
 from ringemu.backends.emulator import EmulatedWorld
+from ringemu.backends.size_only import SizeOnlyWorld
 from ringemu.blocks import value_bound
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
@@ -23,6 +24,7 @@ from .flat import FlatParams, check_psi, check_size, check_unit_sizes
 from .job import Job
 from .model import MLP, default_width
 from .precision import LossScaling, check_wire_dtype, default_loss_scaling
+from .rank_classes import run_by_class
 from .report import StageReport, build_report
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
@@ -31,7 +33,7 @@ __all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_
 
 RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
 DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
-MAX_SIZE_ONLY_RANKS = 1024  # each counted collective walks its N·(N−1)-transfer schedule; the lesson's largest N
+MAX_SIZE_ONLY_RANKS = 1024  # each distinct collective walks its N·(N−1)-transfer schedule once; the lesson's largest N
 MAX_TRAINING_RANKS = 1024  # one thread (or process) per rank, each holding its own model states; the lesson's largest N
 
 
@@ -56,12 +58,20 @@ def run_job(stage, job: Job, mode: str = "fused", world_factory=None) -> StageRe
     The ranks run in ``EmulatedWorld(n, comm_ledger, mode)``, or in ``world_factory(n, comm_ledger)``: any world
     whose ``run(fn, job)`` calls ``fn(comm, job)`` once per rank with a Communicator and returns the results in
     rank order (e.g. ``ringemu.backends.torch_launch.TorchWorld``, one torch.distributed process per rank).
+    A size-only job without a ``world_factory`` runs in a :class:`~ringemu.backends.SizeOnlyWorld` (ranks one
+    after another, no threads); for a built-in stage, one rank per class of ranks with equal shard sizes
+    (:mod:`zero_stages.rank_classes`, tested equal to running every rank).
     """
     fn, name = _rank_function(stage)
     comm = CommLedger()
     n = job.flat.n_ranks
-    world = EmulatedWorld(n, comm, mode=mode) if world_factory is None else world_factory(n, comm)
-    results = world.run(fn, job)
+    if world_factory is not None:
+        results = world_factory(n, comm).run(fn, job)
+    elif job.size_only:
+        world = SizeOnlyWorld(n, comm)
+        results = run_by_class(fn, job, world) if fn in RANK_FUNCTIONS.values() else world.run(fn, job)
+    else:
+        results = EmulatedWorld(n, comm, mode=mode).run(fn, job)
     return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
                         job.memory, comm)
 
@@ -71,8 +81,8 @@ def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activat
     """The :class:`Job` of :func:`run_size_only` (one step on size-only buffers)."""
     n = check_n_ranks(n_ranks)
     if n > MAX_SIZE_ONLY_RANKS:
-        raise ValueError(f"n_ranks must be at most {MAX_SIZE_ONLY_RANKS} for size-only runs (every collective is "
-                         f"counted by walking its N·(N-1) transfers, one thread per rank); got {n}")
+        raise ValueError(f"n_ranks must be at most {MAX_SIZE_ONLY_RANKS} for size-only runs (every distinct collective "
+                         f"is counted by walking its N·(N-1) transfers); got {n}")
     if (psi is None) == (unit_sizes is None):
         raise ValueError("give exactly one of psi (a parameter count) and unit_sizes (a list of unit sizes)")
     units = (check_psi(psi),) if unit_sizes is None else check_unit_sizes(unit_sizes)

@@ -219,6 +219,7 @@ def memory_command(args) -> int:
             "peak_bytes_per_rank": rep.peak_bytes_per_rank,
             "fits": worst <= card,
         })
+        del rep  # its ledgers (and schedules) go before the next stage builds its own
     psi = sum(args.units) if args.units else args.params
     out = {"params": psi, "unit_sizes": args.units or [psi], "ranks": args.ranks, "gpu_gb": f"{args.gpu_gb:f}",
            "dtype": args.dtype, "stages": rows}

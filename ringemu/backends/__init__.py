@@ -1,5 +1,7 @@
-"""Communicator implementations: the in-process emulator, and (optional) torch.distributed."""
-from .base import Communicator
-from .emulator import EmulatedWorld, EmulatorCommunicator, RankFailure
+"""Communicator implementations: the in-process emulator, the size-only world, and (optional) torch.distributed."""
+from .base import Communicator, RankFailure
+from .emulator import EmulatedWorld, EmulatorCommunicator
+from .size_only import SizeOnlyCommunicator, SizeOnlyWorld
 
-__all__ = ["Communicator", "EmulatedWorld", "EmulatorCommunicator", "RankFailure"]
+__all__ = ["Communicator", "EmulatedWorld", "EmulatorCommunicator", "RankFailure", "SizeOnlyWorld",
+           "SizeOnlyCommunicator"]

@@ -13,7 +13,7 @@ import numpy as np
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 
-__all__ = ["Communicator"]
+__all__ = ["Communicator", "RankFailure"]
 
 
 @runtime_checkable
@@ -39,3 +39,7 @@ class Communicator(Protocol):
 
     def layout(self, numel: int) -> ChunkLayout:
         """The shard map of a flat buffer of ``numel`` elements: rank r owns chunk r."""
+
+
+class RankFailure(RuntimeError):
+    """A rank raised, or the ranks' collective calls did not match (raised by the in-process worlds)."""

@@ -20,14 +20,11 @@ from ..layout import ChunkLayout, check_numel
 from ..ledger import CommLedger
 from ..schedule import check_n_ranks
 from ..virtual import VirtualBuffer, is_virtual
+from .base import RankFailure
 
 __all__ = ["EmulatedWorld", "EmulatorCommunicator", "RankFailure"]
 
 _EXIT = ("exit", "", None, None)  # what a rank deposits when its function has returned
-
-
-class RankFailure(RuntimeError):
-    """A rank raised, or the ranks' collective calls did not match."""
 
 
 @dataclass(frozen=True)
