@@ -36,6 +36,7 @@ class MemoryLedger:
     _current: list[dict[str, int]] = field(init=False, repr=False)
     _peak: list[dict[str, int]] = field(init=False, repr=False)
     _peak_total: list[int] = field(init=False, repr=False)
+    _total: list[int] = field(init=False, repr=False)
     _shared_live: set[int] = field(init=False, repr=False)  # ranks whose live-buffer table another rank shares
 
     def __post_init__(self) -> None:
@@ -44,6 +45,7 @@ class MemoryLedger:
         self._current = [dict.fromkeys(CATEGORIES, 0) for _ in range(self.n_ranks)]
         self._peak = [dict.fromkeys(CATEGORIES, 0) for _ in range(self.n_ranks)]
         self._peak_total = [0] * self.n_ranks
+        self._total = [0] * self.n_ranks  # bytes held now, all categories
         self._shared_live = set()
 
     def _check(self, rank: int, category: str) -> None:
@@ -63,7 +65,9 @@ class MemoryLedger:
         cur = self._current[rank]
         cur[category] += nbytes
         self._peak[rank][category] = max(self._peak[rank][category], cur[category])
-        self._peak_total[rank] = max(self._peak_total[rank], sum(cur.values()))
+        total = self._total[rank] = self._total[rank] + nbytes
+        if total > self._peak_total[rank]:
+            self._peak_total[rank] = total
 
     def free(self, rank: int, name: str) -> None:
         """Record that ``rank`` released buffer ``name``."""
@@ -73,6 +77,7 @@ class MemoryLedger:
         except KeyError:
             raise ValueError(f"rank {rank} holds no buffer named {name!r}") from None
         self._current[rank][category] -= nbytes
+        self._total[rank] -= nbytes
 
     def _own_live(self, rank: int) -> None:
         if rank in self._shared_live:  # copy on write: the table is shared with a rank copied by copy_rank
@@ -95,6 +100,7 @@ class MemoryLedger:
         self._current[dst] = dict(self._current[src])
         self._peak[dst] = dict(self._peak[src])
         self._peak_total[dst] = self._peak_total[src]
+        self._total[dst] = self._total[src]
 
     def current(self, rank: int, category: str | None = None) -> int:
         """Bytes ``rank`` holds now, in one category or in all."""

@@ -16,20 +16,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from ringemu.dtypes import DTYPES
 from ringemu.virtual import VirtualBuffer, is_virtual
 
 __all__ = ["average_gradient", "average_gradient_reference", "wire_kind"]
 
 
+_KINDS = {DTYPES["bf16"]: 0, DTYPES["fp16"]: 1}  # the kernels' codes (zero_stages._adam_kernel BF16, FP16)
+
+
 def wire_kind(dtype) -> int | None:
     """The compiled kernels' code of a 16-bit type (:data:`zero_stages._adam_kernel.BF16` or ``FP16``), or None
     for a dtype they do not take (the numpy reference is used then). Imports no numba."""
-    from ringemu.dtypes import dtype_name
-    try:
-        name = dtype_name(np.dtype(dtype))
-    except (TypeError, ValueError):
-        return None
-    return {"bf16": 0, "fp16": 1}.get(name)
+    if not isinstance(dtype, np.dtype):
+        try:
+            dtype = np.dtype(dtype)
+        except (TypeError, ValueError):
+            return None
+    return _KINDS.get(dtype)
 
 
 def average_gradient(reduced16, n_ranks: int, loss_scale: float = 1.0):
