@@ -14,6 +14,7 @@ from ringemu.backends.size_only import SizeOnlyWorld
 from ringemu.blocks import value_bound
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
+from ringemu.memory_guard import FIXED_BYTES, RANK_BYTES
 from ringemu.memory import MemoryLedger
 from ringemu.schedule import check_n_ranks
 
@@ -29,7 +30,7 @@ from .report import StageReport, build_report
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
 __all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_only", "run_job", "training_job",
-           "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS"]
+           "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS", "training_bytes"]
 
 RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
 DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
@@ -146,3 +147,19 @@ def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
     job = training_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, micro_batch=micro_batch, width=width,
                        adam=adam, loss_scaling=loss_scaling, record_history=record_history)
     return run_job(stage, job, mode)
+
+
+def training_bytes(stage, n_ranks, steps, unit_sizes=None, wire_dtype="bf16", record_history: bool = True) -> int:
+    """Estimated bytes of :func:`train` with real numbers, from the stage's own size-only run: every rank's peak
+    (model states and transient buffers, as its MemoryLedger records them), the padded world of the largest
+    collective in 4-byte elements, and, with ``record_history``, each step's copies of what a rank holds (its
+    model states, its fp32 averaged gradient and its whole 16-bit gradients). An upper-bound sum, for refusing runs
+    that cannot fit (:func:`ringemu.memory_guard.check_fits`), not an exact figure."""
+    units = DEFAULT_UNIT_SIZES if unit_sizes is None else check_unit_sizes(unit_sizes)
+    report = run_size_only(stage, n_ranks, unit_sizes=units, wire_dtype=wire_dtype)
+    n = report.n_ranks
+    peaks = sum(report.peak_bytes_per_rank)
+    world = n * n * -(-max(units) // n) * 4  # (N, N·ceil(S/N)) padded world of the largest unit
+    per_step = sum(report.model_state_bytes_per_rank) + n * (2 * report.psi + 4 * -(-report.psi // n))
+    objects = FIXED_BYTES + RANK_BYTES * n * len(units) * (steps + 1)  # Python objects: records, pieces, ledgers
+    return peaks + world + (steps + 1) * per_step * record_history + objects
