@@ -123,7 +123,7 @@ class CommLedger:
                               and not np.array_equal(counts.schedule.table, schedule.table)):
             counts = ScheduleCounts(schedule)
             self._schedules[key] = counts
-        lkey = (id(counts), layout.numel, layout.n_chunks, itemsize)
+        lkey = (id(counts), layout, itemsize)  # ChunkLayout is a frozen dataclass: equal layouts, one entry
         shared = self._layouts.get(lkey)
         if shared is None or shared.counts is not counts:
             shared = self._layouts[lkey] = LayoutCounts(counts, layout, itemsize)

@@ -8,8 +8,8 @@ so a ledger of many calls (a model's units, step after step) walks each distinct
 * :class:`LayoutCounts` (per schedule, layout and element size): the same as :class:`Traffic` values (defined
   here, exported by :mod:`ringemu.ledger`). A transfer carries a whole chunk, so elements are messages ×
   ``chunk_size``; padding is the part of a chunk beyond the buffer's real length, and only the last chunks of a
-  buffer have any (``padded_numel − numel < n_chunks`` elements in all), so padding is summed over the transfers
-  of those chunks only.
+  buffer (or of each shard, for layouts that split shards) have any, so padding is summed over the transfers of
+  those chunks only.
 
 Counts are Python ints (or int64 arrays of message counts, which are at most the schedule's transfer count);
 elements and bytes are multiplied out in Python ints, so no count can overflow. The tests compare every figure
@@ -103,21 +103,23 @@ class ScheduleCounts:
             np.maximum.at(busiest, used // (n * n), count)
         return busiest
 
-    def transfers_of(self, first_chunk: int) -> np.ndarray:
-        """Indices of the transfers that carry chunk ``first_chunk`` or a later one (a buffer's padding lies in its
-        last chunks: payloads never grow with the chunk index). A mask over the chunk column while a schedule has
-        seen few layouts; from the ninth on, a sorted index built once (O(T log T) once, O(answer) per call)."""
-        chunk = self.schedule.table[:, 3]
-        if first_chunk >= self.schedule.n_chunks:
+    def transfers_of(self, chunks: np.ndarray) -> np.ndarray:
+        """Indices (ascending) of the transfers that carry any of ``chunks`` (sorted chunk ids; a buffer's padding
+        lies in few chunks). A mask over the chunk column while a schedule has seen few layouts; from the ninth on,
+        a by-chunk index built once (O(T log T) once, then O(answer) per call)."""
+        if chunks.size == 0:
             return np.zeros(0, dtype=np.int64)
+        column = self.schedule.table[:, 3]
         self._asked += 1
         if self._asked <= 8:
-            return np.flatnonzero(chunk >= first_chunk)
+            wanted = np.zeros(self.schedule.n_chunks, dtype=bool)
+            wanted[chunks] = True
+            return np.flatnonzero(wanted[column])
         if self._sorted is None:
-            order = np.argsort(chunk, kind="stable")
-            self._sorted = (order, np.searchsorted(chunk[order], np.arange(self.schedule.n_chunks + 1)))
+            order = np.argsort(column, kind="stable")
+            self._sorted = (order, np.searchsorted(column[order], np.arange(self.schedule.n_chunks + 1)))
         order, bounds = self._sorted
-        return np.sort(order[bounds[first_chunk]:])
+        return np.sort(np.concatenate([order[bounds[c]:bounds[c + 1]] for c in chunks.tolist()]))
 
 
 class LayoutCounts:
@@ -129,9 +131,8 @@ class LayoutCounts:
     @cached_property
     def _padded_transfers(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices of the transfers that carry padding, the padding elements each carries)."""
-        pad = self.layout.chunk_size - self.layout.payloads()  # per chunk, int64; nonzero for the last chunks only
-        padded = np.flatnonzero(pad)
-        index = self.counts.transfers_of(int(padded[0]) if padded.size else self.layout.n_chunks)
+        pad = self.layout.chunk_size - self.layout.payloads()  # per chunk, int64; nonzero for few chunks
+        index = self.counts.transfers_of(np.flatnonzero(pad))
         return index, pad[self.counts.schedule.table[index, 3]]
 
     def _padding_by(self, column: int, size: int) -> np.ndarray:

@@ -16,9 +16,9 @@ import numpy as np
 
 from .. import collectives
 from ..execute import MODES
-from ..layout import ChunkLayout, check_numel
+from ..checks import check_n_ranks, check_numel, check_timeout
+from ..layout import ChunkLayout
 from ..ledger import CommLedger
-from ..schedule import check_n_ranks
 from ..virtual import VirtualBuffer, is_virtual
 from .base import RankFailure
 from .scheduling import SCHEDULERS, new_rendezvous
@@ -86,17 +86,14 @@ class EmulatedWorld:
             raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not 0 < timeout < float("inf")):
-            raise ValueError(f"timeout must be a finite number of seconds > 0, or None; got {timeout!r}")
         if scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}; got {scheduler!r}")
         self.ledger = ledger
         self.mode = mode
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout, allow_none=True)
         self.scheduler = scheduler
         self.schedules = ScheduleCache(self.n_ranks)  # size-only calls share one schedule per collective
-        self._rendezvous = new_rendezvous(scheduler, self.n_ranks, timeout)
+        self._rendezvous = new_rendezvous(scheduler, self.n_ranks, self.timeout)
 
     def communicators(self) -> list[EmulatorCommunicator]:
         return [EmulatorCommunicator(self, r) for r in range(self.n_ranks)]

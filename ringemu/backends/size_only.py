@@ -17,9 +17,10 @@ from typing import Any, Callable, Iterable
 
 from .. import algorithms
 from ..dtypes import dtype_name
-from ..layout import ChunkLayout, check_numel
+from ..checks import check_n_ranks, check_numel
+from ..layout import ChunkLayout
 from ..ledger import CommLedger
-from ..schedule import Schedule, check_n_ranks
+from ..schedule import Schedule
 from ..virtual import VirtualBuffer, is_virtual
 from .base import RankFailure
 
@@ -57,7 +58,7 @@ def count_collective(ledger: CommLedger | None, schedules: ScheduleCache, op: st
     if ledger is None:
         return
     schedule = schedules.get(op, algorithm)
-    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks), dtype, label, size_only=True)
+    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks, schedules.n_ranks), dtype, label, size_only=True)
 
 
 _EXIT = ("exit", "", 0, "int32")  # how a rank that has returned is shown beside one that still calls
