@@ -88,7 +88,7 @@ def test_size_only_world_reports_a_rank_that_skips_a_collective():
     def lazy(comm):
         if comm.rank != 1:
             comm.all_reduce(VirtualBuffer((4,), "fp32"), label="grads")
-    with pytest.raises(RankFailure, match=r"rank 0: all_reduce\('grads', numel=4, fp32\); rank 1: exit"):
+    with pytest.raises(RankFailure, match=r"rank 0: all_reduce\('grads', numel=4, fp32, algorithm='ring'\); rank 1: exit"):
         SizeOnlyWorld(3).run(lazy)
 
 
@@ -96,7 +96,7 @@ def test_size_only_world_reports_an_extra_call():
     def eager(comm):
         for _ in range(2 if comm.rank == 2 else 1):
             comm.all_gather(VirtualBuffer((comm.layout(8).payload(comm.rank),), "bf16"), 8, label="p")
-    with pytest.raises(RankFailure, match=r"\(call 1\): rank 0: exit.*rank 2: all_gather\('p', numel=8, bf16\)"):
+    with pytest.raises(RankFailure, match=r"\(call 1\): rank 0: exit.*rank 2: all_gather\('p', numel=8, bf16, algorithm='ring'\)"):
         SizeOnlyWorld(3).run(eager)
 
 

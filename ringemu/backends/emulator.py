@@ -4,9 +4,13 @@
 :class:`EmulatorCommunicator`; the ranks run as greenlets of the calling thread (default) or as N threads
 (:mod:`ringemu.backends.scheduling`). A collective is a rendezvous: when every rank has arrived with its buffer,
 the whole collective runs once on the stacked world (one kernel launch, :mod:`ringemu.collectives`) and each
-rank gets its part. Ranks that disagree (another collective, label, size or dtype, or a rank that returned
-while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang. Size-only
-buffers are counted with one schedule per collective for the whole world (:mod:`ringemu.backends.size_only`).
+rank gets its part. Ranks that disagree (another collective, label, size, dtype or algorithm, or a rank that
+returned while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang.
+
+Every collective runs the schedule of its algorithm from the registry (:mod:`ringemu.algorithms`): the world's
+``algorithm`` (default ``"ring"``) unless a communicator's ``algorithm`` attribute or the call's ``algorithm=``
+keyword says otherwise. Size-only buffers are counted with one schedule per (collective, algorithm) for the whole
+world (:mod:`ringemu.backends.size_only`).
 """
 from __future__ import annotations
 
@@ -15,58 +19,74 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .. import collectives
-from ..execute import MODES
+from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
 from ..checks import check_n_ranks, check_numel, check_timeout
+from ..execute import MODES
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..virtual import VirtualBuffer, is_virtual
-from .base import RankFailure
+from .base import RankFailure, check_algorithm
 from .scheduling import SCHEDULERS, new_rendezvous
 from .size_only import ScheduleCache, count_collective
 
 __all__ = ["EmulatedWorld", "EmulatorCommunicator", "RankFailure"]
 
 
+
 class _Request(NamedTuple):
-    """What one rank asks for at a collective; ranks agree when their first four fields are equal."""
+    """What one rank asks for at a collective; ranks agree when every field but the buffer is equal."""
 
     op: str
     label: str
     numel: int | None
     dtype: Any  # a numpy dtype (compared by value)
     buffer: Any
+    algorithm: str = ""
+
+    def key(self):
+        return (self.op, self.label, self.numel, self.dtype, self.algorithm)
 
 
 class EmulatorCommunicator:
-    """One rank's view of an :class:`EmulatedWorld` (implements :class:`~ringemu.backends.Communicator`)."""
+    """One rank's view of an :class:`EmulatedWorld` (implements :class:`~ringemu.backends.Communicator`).
 
-    def __init__(self, world: "EmulatedWorld", rank: int):
+    ``algorithm`` is the registry name its collectives run (the world's unless given; every rank of a world must
+    use the same one for a given call, or the call fails with :class:`RankFailure`).
+    """
+
+    def __init__(self, world: "EmulatedWorld", rank: int, algorithm: str | None = None):
         self.world, self.rank, self.n_ranks, self.ledger = world, rank, world.n_ranks, world.ledger
+        self.algorithm = world.algorithm if algorithm is None else check_algorithm(
+            algorithm, world.n_ranks, world.ranks_per_node)
 
     def layout(self, numel: int) -> ChunkLayout:
         return ChunkLayout(numel, self.n_ranks)
 
-    def _call(self, op: str, buffer, numel: int | None, label: str):
+    def _call(self, op: str, buffer, numel: int | None, label: str, algorithm: str | None = None):
         if not ((isinstance(buffer, np.ndarray) or is_virtual(buffer)) and buffer.ndim == 1):
             raise TypeError(f"rank {self.rank}: {op} needs a 1-D numpy array or VirtualBuffer; got "
                             f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
         if not isinstance(label, str):
             raise TypeError(f"rank {self.rank}: {op} label must be a str; got {label!r}")
         numel = buffer.shape[0] if numel is None else check_numel(numel, "numel")
-        request = _Request(op, label, numel, buffer.dtype, buffer)
+        if algorithm is None:
+            algorithm = self.algorithm
+        elif algorithm != self.algorithm:
+            algorithm = check_algorithm(algorithm, self.n_ranks, self.world.ranks_per_node)
+        request = _Request(op, label, numel, buffer.dtype, buffer, algorithm)
         return self.world._rendezvous.exchange(self.rank, request, self.world._execute)
 
-    def reduce_scatter(self, buffer, label: str = "reduce_scatter"):
+    def reduce_scatter(self, buffer, label: str = "reduce_scatter", algorithm: str | None = None):
         """Sum ``buffer`` over ranks; return this rank's chunk (see :class:`~ringemu.backends.Communicator`)."""
-        return self._call("reduce_scatter", buffer, None, label)
+        return self._call("reduce_scatter", buffer, None, label, algorithm)
 
-    def all_gather(self, shard, numel: int, label: str = "all_gather"):
+    def all_gather(self, shard, numel: int, label: str = "all_gather", algorithm: str | None = None):
         """Concatenate every rank's shard of a ``numel``-element buffer; every rank gets the whole buffer."""
-        return self._call("all_gather", shard, numel, label)
+        return self._call("all_gather", shard, numel, label, algorithm)
 
-    def all_reduce(self, buffer, label: str = "all_reduce"):
-        """Sum ``buffer`` over ranks in ring order; every rank gets the sum."""
-        return self._call("all_reduce", buffer, None, label)
+    def all_reduce(self, buffer, label: str = "all_reduce", algorithm: str | None = None):
+        """Sum ``buffer`` over ranks in the algorithm's order; every rank gets the sum."""
+        return self._call("all_reduce", buffer, None, label, algorithm)
 
 
 class EmulatedWorld:
@@ -74,14 +94,20 @@ class EmulatedWorld:
 
     ``mode`` selects the kernel path (``fused``, ``step`` or ``reference``; all give the same bits).
     ``timeout`` (seconds) bounds how long a rank waits at a collective before the world is declared hung.
+    ``algorithm`` (a name of :func:`ringemu.algorithms.names`, default ``"ring"``) is the communicators' default;
+    it must exist for all three collectives and support ``n_ranks``. ``ranks_per_node`` is passed to the
+    hierarchical algorithms (default :func:`ringemu.algorithms.default_ranks_per_node`).
     ``scheduler``: ``"greenlet"`` (default; all ranks in the calling thread, switching at collectives) or
     ``"threads"`` (one OS thread per rank, for rank code that blocks on other ranks outside the collectives);
     both give the same results and ledgers (:mod:`ringemu.backends.scheduling`).
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, mode: str = "fused",
-                 timeout: float | None = 600.0, scheduler: str = "greenlet"):
+                 timeout: float | None = 600.0, algorithm: str = DEFAULT_ALGORITHM,
+                 ranks_per_node: int | None = None, scheduler: str = "greenlet"):
         self.n_ranks = check_n_ranks(n_ranks)
+        self.ranks_per_node = None if ranks_per_node is None else check_ranks_per_node(ranks_per_node, self.n_ranks)
+        self.algorithm = check_algorithm(algorithm, self.n_ranks, self.ranks_per_node)
         if ledger is not None and not isinstance(ledger, CommLedger):
             raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
         if mode not in MODES:
@@ -92,11 +118,15 @@ class EmulatedWorld:
         self.mode = mode
         self.timeout = check_timeout(timeout, allow_none=True)
         self.scheduler = scheduler
-        self.schedules = ScheduleCache(self.n_ranks)  # size-only calls share one schedule per collective
+        # size-only calls share one schedule per (collective, algorithm)
+        self.schedules = ScheduleCache(self.n_ranks, self.ranks_per_node)
         self._rendezvous = new_rendezvous(scheduler, self.n_ranks, self.timeout)
 
     def communicators(self) -> list[EmulatorCommunicator]:
         return [EmulatorCommunicator(self, r) for r in range(self.n_ranks)]
+
+    def __repr__(self) -> str:
+        return f"EmulatedWorld(n_ranks={self.n_ranks}, mode={self.mode!r}, algorithm={self.algorithm!r})"
 
     def run(self, fn: Callable[..., Any], *args, **kwargs) -> list[Any]:
         """Call ``fn(comm, *args, **kwargs)`` on every rank at once; return the per-rank results in rank order.
@@ -110,7 +140,7 @@ class EmulatedWorld:
         def body(rank: int) -> None:
             comm = comms[rank]
             results[rank] = fn(comm, *args, **kwargs)
-            comm._call("exit", VirtualBuffer((0,), "int32"), 0, "")
+            comm._call("exit", VirtualBuffer((0,), "int32"), 0, "", self.algorithm)
 
         outcome = self._rendezvous.run(body, self._execute)
         if outcome.errors:
@@ -127,9 +157,9 @@ class EmulatedWorld:
     # -- executed by one thread with every rank's request ------------------------------------------------------
     def _execute(self, requests: list[_Request]) -> list[Any]:
         first = requests[0]
-        key = first[:4]
-        if any(r[:4] != key for r in requests):
-            asked = "; ".join(f"rank {i}: {r.op}({r.label!r}, numel={r.numel}, {r.dtype})"
+        key = first.key()
+        if any(r.key() != key for r in requests):
+            asked = "; ".join(f"rank {i}: {r.op}({r.label!r}, numel={r.numel}, {r.dtype}, algorithm={r.algorithm!r})"
                               for i, r in enumerate(requests))
             raise RankFailure(f"ranks made different collective calls: {asked}")
         if first.op == "exit":
@@ -138,7 +168,8 @@ class EmulatedWorld:
         virtual = any(is_virtual(b) for b in buffers)
         if virtual and not all(is_virtual(b) for b in buffers):
             raise RankFailure(f"{first.label}: some ranks passed size-only buffers and some real arrays")
-        opts = dict(ledger=self.ledger, label=first.label, mode=self.mode)
+        opts = dict(ledger=self.ledger, label=first.label, mode=self.mode, algorithm=first.algorithm,
+                    ranks_per_node=self.ranks_per_node)
         n, numel, dtype = self.n_ranks, first.numel, first.dtype
         if first.op == "all_gather":
             layout = ChunkLayout(numel, n)
@@ -152,7 +183,7 @@ class EmulatedWorld:
         if first.op not in ("all_gather", "reduce_scatter", "all_reduce"):
             raise RankFailure(f"unknown collective {first.op!r}")
         if virtual:  # counting only: what collectives.* records for a VirtualBuffer world, one schedule per world
-            count_collective(self.ledger, self.schedules, first.op, numel, dtype, first.label)
+            count_collective(self.ledger, self.schedules, first.op, numel, dtype, first.label, first.algorithm)
             if first.op == "reduce_scatter":
                 layout = ChunkLayout(numel, n)
                 return [VirtualBuffer((layout.payload(r),), dtype) for r in range(n)]

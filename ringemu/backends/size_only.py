@@ -22,7 +22,7 @@ from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..schedule import Schedule
 from ..virtual import VirtualBuffer, is_virtual
-from .base import RankFailure
+from .base import RankFailure, check_algorithm
 
 __all__ = ["SizeOnlyWorld", "SizeOnlyCommunicator", "ScheduleCache", "count_collective", "collective_of"]
 
@@ -37,17 +37,20 @@ def collective_of(op: str) -> str:
 
 
 class ScheduleCache:
-    """Schedules of one world, built on first use: ``get(op, algorithm)`` returns the same object every time."""
+    """Schedules of one world, built on first use: ``get(op, algorithm)`` returns the same object every time.
+    ``ranks_per_node`` is passed to the hierarchical algorithms (:func:`ringemu.algorithms.build`)."""
 
-    def __init__(self, n_ranks: int):
+    def __init__(self, n_ranks: int, ranks_per_node: int | None = None):
         self.n_ranks = check_n_ranks(n_ranks)
+        self.ranks_per_node = ranks_per_node
         self._built: dict[tuple[str, str], Schedule] = {}
 
     def get(self, op: str, algorithm: str = algorithms.DEFAULT_ALGORITHM) -> Schedule:
         key = (collective_of(op), algorithm)
         schedule = self._built.get(key)
         if schedule is None:
-            schedule = self._built[key] = algorithms.build(key[0], self.n_ranks, algorithm)
+            schedule = self._built[key] = algorithms.build(key[0], self.n_ranks, algorithm,
+                                                           ranks_per_node=self.ranks_per_node)
         return schedule
 
 
@@ -61,12 +64,12 @@ def count_collective(ledger: CommLedger | None, schedules: ScheduleCache, op: st
     ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks, schedules.n_ranks), dtype, label, size_only=True)
 
 
-_EXIT = ("exit", "", 0, "int32")  # how a rank that has returned is shown beside one that still calls
+_EXIT = ("exit", "", 0, "int32", "")  # how a rank that has returned is shown beside one that still calls
 
 
 def _describe(call: tuple) -> str:
-    op, label, numel, dtype = call
-    return f"{op}({label!r}, numel={numel}, {dtype})"
+    op, label, numel, dtype, algorithm = call
+    return f"{op}({label!r}, numel={numel}, {dtype}, algorithm={algorithm!r})"
 
 
 def _mismatch(first: int, want: tuple, rank: int, got: tuple, index: int) -> RankFailure:
@@ -80,6 +83,7 @@ class SizeOnlyCommunicator:
 
     def __init__(self, world: "SizeOnlyWorld", rank: int, expected: tuple[int, list] | None = None):
         self.world, self.rank, self.n_ranks, self.ledger = world, rank, world.n_ranks, world.ledger
+        self.algorithm = world.algorithm
         self.calls: list[tuple] = []  # the first rank's calls; later ranks are checked against them as they call
         self._expected = expected  # (first rank, its calls) or None for the first rank
         self._index = 0
@@ -87,14 +91,18 @@ class SizeOnlyCommunicator:
     def layout(self, numel: int) -> ChunkLayout:
         return ChunkLayout(numel, self.n_ranks)
 
-    def _call(self, op: str, buffer, numel: int | None, label: str) -> int:
+    def _call(self, op: str, buffer, numel: int | None, label: str, algorithm: str | None) -> int:
         if not (is_virtual(buffer) and buffer.ndim == 1):
             raise TypeError(f"rank {self.rank}: {op} in a size-only world needs a 1-D VirtualBuffer; got "
                             f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
         if not isinstance(label, str):
             raise TypeError(f"rank {self.rank}: {op} label must be a str; got {label!r}")
         numel = buffer.shape[0] if numel is None else check_numel(numel, "numel")
-        call = (op, label, numel, dtype_name(buffer.dtype))
+        if algorithm is None:
+            algorithm = self.algorithm
+        elif algorithm != self.algorithm:
+            algorithm = check_algorithm(algorithm, self.n_ranks, self.world.ranks_per_node)
+        call = (op, label, numel, dtype_name(buffer.dtype), algorithm)
         if self._expected is None:
             self.calls.append(call)
         else:
@@ -111,35 +119,41 @@ class SizeOnlyCommunicator:
             first, calls = self._expected
             raise _mismatch(first, calls[self._index], self.rank, _EXIT, self._index)
 
-    def reduce_scatter(self, buffer, label: str = "reduce_scatter"):
+    def reduce_scatter(self, buffer, label: str = "reduce_scatter", algorithm: str | None = None):
         """This rank's chunk of ``ChunkLayout(S, N)`` (its payload length), size-only."""
-        numel = self._call("reduce_scatter", buffer, None, label)
+        numel = self._call("reduce_scatter", buffer, None, label, algorithm)
         return VirtualBuffer((ChunkLayout(numel, self.n_ranks).payload(self.rank),), buffer.dtype)
 
-    def all_gather(self, shard, numel: int, label: str = "all_gather"):
+    def all_gather(self, shard, numel: int, label: str = "all_gather", algorithm: str | None = None):
         """The whole ``numel``-element buffer, size-only; the shard must be this rank's payload long."""
-        numel = self._call("all_gather", shard, numel, label)
+        numel = self._call("all_gather", shard, numel, label, algorithm)
         want = ChunkLayout(numel, self.n_ranks).payload(self.rank)
         if shard.shape[0] != want:
             raise RankFailure(f"{label}: rank {self.rank} passed a shard of {shard.shape[0]} elements; "
                               f"ChunkLayout({numel}, {self.n_ranks}) gives it {want}")
         return VirtualBuffer((numel,), shard.dtype)
 
-    def all_reduce(self, buffer, label: str = "all_reduce"):
+    def all_reduce(self, buffer, label: str = "all_reduce", algorithm: str | None = None):
         """The sum's shape: the buffer's, size-only."""
-        numel = self._call("all_reduce", buffer, None, label)
+        numel = self._call("all_reduce", buffer, None, label, algorithm)
         return VirtualBuffer((numel,), buffer.dtype)
 
 
 class SizeOnlyWorld:
-    """N virtual ranks whose buffers are all size-only, sharing one CommLedger (see the module docstring)."""
+    """N virtual ranks whose buffers are all size-only, sharing one CommLedger (see the module docstring).
 
-    def __init__(self, n_ranks: int, ledger: CommLedger | None = None):
+    ``algorithm`` and ``ranks_per_node`` as for :class:`~ringemu.backends.EmulatedWorld`."""
+
+    def __init__(self, n_ranks: int, ledger: CommLedger | None = None,
+                 algorithm: str = algorithms.DEFAULT_ALGORITHM, ranks_per_node: int | None = None):
         self.n_ranks = check_n_ranks(n_ranks)
         if ledger is not None and not isinstance(ledger, CommLedger):
             raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
+        self.ranks_per_node = (None if ranks_per_node is None
+                               else algorithms.check_ranks_per_node(ranks_per_node, self.n_ranks))
+        self.algorithm = check_algorithm(algorithm, self.n_ranks, self.ranks_per_node)
         self.ledger = ledger
-        self.schedules = ScheduleCache(self.n_ranks)
+        self.schedules = ScheduleCache(self.n_ranks, self.ranks_per_node)
 
     def communicators(self) -> list[SizeOnlyCommunicator]:
         return [SizeOnlyCommunicator(self, r) for r in range(self.n_ranks)]
@@ -171,6 +185,6 @@ class SizeOnlyWorld:
                 raise RankFailure(f"rank {rank} failed: {type(exc).__name__}: {exc}") from exc
             if expected is None:
                 expected = (rank, comm.calls)
-        for op, label, numel, dtype in expected[1]:
-            count_collective(self.ledger, self.schedules, op, numel, dtype, label)
+        for op, label, numel, dtype, algorithm in expected[1]:
+            count_collective(self.ledger, self.schedules, op, numel, dtype, label, algorithm)
         return results

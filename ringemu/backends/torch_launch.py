@@ -105,7 +105,8 @@ class TorchWorld:
     """N ranks as N processes on this machine, joined by torch.distributed (``backend`` gloo or nccl).
 
     ``ledger``, if given, receives rank 0's records after :meth:`run` (every rank records the same modelled
-    traffic; the ranks' ledgers are checked to agree). ``algorithm`` is passed to each TorchCommunicator.
+    traffic; the ranks' ledgers are checked to agree). ``algorithm`` (``"native"`` or a registry name) is
+    passed to each TorchCommunicator.
     ``timeout`` bounds the whole run, start-up included, in seconds.
     """
 
@@ -116,12 +117,11 @@ class TorchWorld:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
         timeout = check_timeout(timeout)
         try:
-            from .torch_backend import ALGORITHMS
+            from .torch_backend import check_torch_algorithm
         except ModuleNotFoundError as exc:  # torch is the optional extra ringemu[torch]
             raise ValueError(f"the torch backend needs torch ({exc}); install it with pip install "
                              f"'ringemu[torch]'") from exc
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
+        algorithm = check_torch_algorithm(algorithm, self.n_ranks)
         methods = multiprocessing.get_all_start_methods()
         start_method = start_method or ("forkserver" if "forkserver" in methods else "spawn")
         if start_method not in methods or start_method == "fork":
