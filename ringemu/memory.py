@@ -86,9 +86,9 @@ class MemoryLedger:
     def copy_rank(self, src: int, dst: int) -> None:
         """Make ``dst``'s row equal to ``src``'s: the same live buffers, current and peak bytes per category.
 
-        For ranks known to allocate exactly as ``src`` did (a size-only run computes one rank per class of ranks
-        whose shards have the same sizes, :func:`zero_stages.api.run_size_only`). The live-buffer table is shared
-        until either rank allocates or frees again, so copying a row costs O(categories), not O(buffers)."""
+        For ranks known to allocate exactly as ``src`` did (a size-only stage run computes one rank per class of
+        ranks whose shards have the same sizes). The live-buffer table is shared until either rank allocates or
+        frees again, so copying a row costs O(categories), not O(buffers)."""
         for r in (src, dst):
             if not 0 <= r < self.n_ranks:
                 raise ValueError(f"rank must be in [0, {self.n_ranks}); got {r}")

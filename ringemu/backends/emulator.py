@@ -27,7 +27,7 @@ from ..ledger import CommLedger
 from ..virtual import VirtualBuffer, is_virtual
 from .base import RankFailure, check_algorithm
 from .scheduling import SCHEDULERS, new_rendezvous
-from .size_only import ScheduleCache, count_collective
+from .size_only import ScheduleCache, collective_of, count_collective
 
 __all__ = ["EmulatedWorld", "EmulatorCommunicator", "RankFailure"]
 
@@ -180,8 +180,10 @@ class EmulatedWorld:
         elif any(b.shape[0] != numel for b in buffers):
             raise RankFailure(f"{first.label}: ranks passed buffers of different lengths "
                               f"{[b.shape[0] for b in buffers]}")
-        if first.op not in ("all_gather", "reduce_scatter", "all_reduce"):
-            raise RankFailure(f"unknown collective {first.op!r}")
+        try:
+            collective_of(first.op)  # a collective of the registry
+        except ValueError as exc:
+            raise RankFailure(str(exc)) from None
         if virtual:  # counting only: what collectives.* records for a VirtualBuffer world, one schedule per world
             count_collective(self.ledger, self.schedules, first.op, numel, dtype, first.label, first.algorithm)
             if first.op == "reduce_scatter":

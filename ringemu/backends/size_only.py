@@ -167,8 +167,8 @@ class SizeOnlyWorld:
         """Call ``fn`` on the given ranks only (each once, in the order given); return {rank: result}.
 
         The caller vouches that the other ranks would make the same calls (the collectives are recorded once,
-        from the first rank); :func:`zero_stages.api.run_size_only` uses it for ranks whose shards have the same
-        sizes, and its tests compare the outcome with every rank run."""
+        from the first rank); a size-only stage run uses it for ranks whose shards have the same sizes, and its
+        tests compare the outcome with every rank run."""
         chosen = list(dict.fromkeys(ranks))
         if not chosen or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.n_ranks
                              for r in chosen):
