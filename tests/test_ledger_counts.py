@@ -5,17 +5,32 @@ ceil(S / n_chunks) elements, the part of chunk c beyond S is padding) and uses n
 from collections import defaultdict
 from fractions import Fraction
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from ringemu.algorithms import schedule_for
+from ringemu import algorithms
+from ringemu.algorithms import REGISTRY, schedule_for
 from ringemu.dtypes import DTYPES
 from ringemu.layout import ChunkLayout
 from ringemu import ledger as ledger_module
 from ringemu.ledger import CommLedger
-from strategies import OPS
 
 FIELDS = ("messages", "elements", "bytes", "padding_elements", "padding_bytes")
+
+
+def chunk_sizes(numel, n_chunks, n_shards):
+    """(elements per chunk, payload of each chunk), from ringemu/layout.py's docstring: shards of ceil(S/N); a
+    schedule with k·N chunks cuts each shard into k sub-chunks of ceil(ceil(S/N)/k), payload first; one chunk
+    holds the whole buffer, unpadded."""
+    if n_chunks == 1:
+        return numel, [numel]
+    k, shard = n_chunks // n_shards, -(-numel // n_shards)
+    sub = -(-shard // k)
+    payloads = []
+    for c in range(n_chunks):
+        in_shard = max(0, min(shard, numel - (c // k) * shard))
+        payloads.append(max(0, min(sub, in_shard - (c % k) * sub)))
+    return sub, payloads
 
 
 def walk(calls, n):
@@ -23,11 +38,11 @@ def walk(calls, n):
     sent, received = defaultdict(lambda: [0] * 5), defaultdict(lambda: [0] * 5)
     links, steps, busiest = defaultdict(lambda: [0] * 5), [], []
     for schedule, numel, item in calls:
-        chunk = -(-numel // schedule.n_chunks) if schedule.n_chunks else 0
+        chunk, payloads = chunk_sizes(numel, schedule.n_chunks, n)
         per_step = [[0] * 5 for _ in range(schedule.n_steps)]
         on_link = defaultdict(int)
         for step, src, dst, c, _op in schedule.table.tolist():
-            payload = max(0, min(chunk, numel - c * chunk))
+            payload = payloads[c]
             row = (1, chunk, chunk * item, chunk - payload, (chunk - payload) * item)
             for table in (sent[src], received[dst], links[(src, dst)], per_step[step]):
                 for i, v in enumerate(row):
@@ -39,7 +54,8 @@ def walk(calls, n):
     return sent, received, links, steps, busiest
 
 
-calls_strategy = st.lists(st.tuples(st.sampled_from(OPS), st.integers(min_value=0, max_value=60),
+ALGORITHMS = sorted(REGISTRY)  # (collective, algorithm) pairs of the catalog
+calls_strategy = st.lists(st.tuples(st.sampled_from(ALGORITHMS), st.integers(min_value=0, max_value=60),
                                     st.sampled_from(sorted(DTYPES))), min_size=1, max_size=12)
 
 
@@ -54,15 +70,20 @@ def test_ledger_equals_a_walk_of_every_transfer(n, calls, huge, int64_limit):
 
 
 def check_against_walk(n, calls, huge):
+    def build(collective, name):
+        return algorithms.build(collective, n, name)
+
     ledger = CommLedger()
     walked = []
     cache = {}
-    for op, numel, dtype in calls:
+    calls = [c for c in calls if REGISTRY[c[0]].unsupported(n) is None]
+    assume(calls)
+    for key, numel, dtype in calls:
         if huge:  # near the int64 limit: sums of bytes and padding pass 2^63 and must stay exact
             numel = 2 ** 61 - 1 - numel
-        schedule = cache.setdefault(op, schedule_for(op, n)) if numel % 2 else schedule_for(op, n)  # shared or not
-        layout = ChunkLayout(numel, schedule.n_chunks)
-        ledger.record(schedule, layout, dtype, op)
+        schedule = cache.setdefault(key, build(*key)) if numel % 2 else build(*key)  # shared or a fresh copy
+        layout = ChunkLayout(numel, schedule.n_chunks, n)
+        ledger.record(schedule, layout, dtype, "/".join(key))
         walked.append((schedule, numel, DTYPES[dtype].itemsize))
     sent, received, links, steps, busiest = walk(walked, n)
     per_rank = ledger.per_rank()
@@ -75,9 +96,10 @@ def check_against_walk(n, calls, huge):
     padded = sum(-(-numel // s.n_chunks) * s.n_chunks for s, numel, _ in walked)
     busiest_rank = max(sent[k][1] for k in range(n))
     assert ledger.bus_bandwidth_factor() == (Fraction(busiest_rank, padded) if padded else 0)
-    for op in {op for op, _, _ in calls}:  # selection by label sums only that label's records
-        mine = [w for w, (o, _, _) in zip(walked, calls) if o == op]
-        assert [list(t.sent.as_tuple()) for t in ledger.per_rank(op)] == [walk(mine, n)[0][k] for k in range(n)]
+    for key in {key for key, _, _ in calls}:  # selection by label sums only that label's records
+        mine = [w for w, (k, _, _) in zip(walked, calls) if k == key]
+        assert [list(t.sent.as_tuple()) for t in ledger.per_rank("/".join(key))] == \
+            [walk(mine, n)[0][k] for k in range(n)]
 
 
 def test_equal_schedules_are_stored_once():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ringemu.backends import EmulatedWorld, RankFailure, SizeOnlyWorld
+from ringemu.backends import EmulatedWorld, RankFailure, SizeOnlyWorld, check_algorithm, communicator_algorithms
 from ringemu.ledger import CommLedger
 from ringemu.memory import CATEGORIES, MemoryLedger
 from ringemu.virtual import VirtualBuffer
@@ -51,18 +51,29 @@ def views(rep):
     return report_view(rep), ledger_view(rep.comm), memory_view(rep.memory)
 
 
+def supported(name, n):
+    try:
+        check_algorithm(name, n)
+    except ValueError:
+        return False
+    return True
+
+
 @settings(max_examples=examples(0.6))
 @given(data=st.data(), stage=st.sampled_from(STAGES), n=st.integers(min_value=1, max_value=64),
        dtype=st.sampled_from(["bf16", "fp16"]), act=st.integers(min_value=0, max_value=10 ** 6))
 def test_class_shortcut_equals_every_rank(data, stage, n, dtype, act):
     units = data.draw(awkward_units(n))
+    algorithm = data.draw(st.sampled_from([a for a in communicator_algorithms() if supported(a, n)]))
 
     def job():
         return size_only_job(n, unit_sizes=units, wire_dtype=dtype, activation_bytes=act)
 
-    shortcut = run_job(stage, job())  # one rank per class of ranks, SizeOnlyWorld
-    every = run_job(stage, job(), world_factory=SizeOnlyWorld)  # every rank, one after another
-    emulated = run_job(stage, job(), world_factory=EmulatedWorld)  # every rank, meeting at each collective
+    # one rank per class of ranks in a SizeOnlyWorld; every rank one after another; every rank meeting at each
+    # collective in the EmulatedWorld
+    shortcut = run_job(stage, job(), algorithm=algorithm)
+    every = run_job(stage, job(), world_factory=lambda n, c: SizeOnlyWorld(n, c, algorithm=algorithm))
+    emulated = run_job(stage, job(), world_factory=lambda n, c: EmulatedWorld(n, c, algorithm=algorithm))
     assert views(shortcut) == views(emulated)
     assert views(every) == views(emulated)
 
