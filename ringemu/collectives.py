@@ -17,7 +17,8 @@ algorithm:
 
 For every algorithm, ``reduce_scatter(world, algorithm=A)[r]`` is bit for bit the shard r of
 ``all_reduce(world, algorithm=A)`` (the registry's reduce-scatter adds in its all-reduce's order), so data
-parallelism (all-reduce) and ZeRO (reduce-scatter) agree exactly. ``ranks_per_node`` is passed to the
+parallelism (all-reduce) and ZeRO (reduce-scatter) agree exactly. ``schedule=`` passes a prebuilt schedule of
+the same collective and N (the emulated world keeps one per collective). ``ranks_per_node`` is passed to the
 hierarchical algorithms (:func:`ringemu.algorithms.build`).
 
 The input is never modified. Integer inputs whose exact sum does not fit the dtype are rejected (ring
@@ -126,6 +127,16 @@ def _check_sum(padded: np.ndarray, layout: ChunkLayout) -> None:
         check_integer_sum(layout.unpad(padded))
 
 
+def _schedule_of(collective: str, n: int, algorithm: str, ranks_per_node, schedule: Schedule | None) -> Schedule:
+    """The registry's schedule, or the prebuilt ``schedule`` a caller keeps (the emulated world keeps one per
+    collective and algorithm, so the kernels' preparation of its table is done once)."""
+    if schedule is None:
+        return build(collective, n, algorithm, ranks_per_node=ranks_per_node)
+    if not isinstance(schedule, Schedule) or schedule.n_ranks != n:
+        raise ValueError(f"schedule must be a Schedule of {collective} on {n} ranks; got {schedule!r}")
+    return schedule
+
+
 def _check_out(out, n: int, numel: int, dtype) -> None:
     if not isinstance(out, np.ndarray) or out.shape != (n, numel) or out.dtype != dtype:
         raise ValueError(f"out must be a numpy array of shape ({n}, {numel}) and dtype {dtype}; got "
@@ -158,7 +169,7 @@ def _reduce_into(schedule: Schedule, world, layout: ChunkLayout, out, ledger, la
 
 def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "reduce_scatter",
                    mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None,
-                   out: np.ndarray | None = None) -> list:
+                   out: np.ndarray | None = None, schedule: Schedule | None = None) -> list:
     """Reduce-scatter by ``algorithm``: entry r of the result is shard r (``ChunkLayout(S, N)``) of the sum over
     ranks, in that algorithm's order of additions.
 
@@ -167,7 +178,7 @@ def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "red
     is used and ``out`` is left as it was."""
     world = _rows(world, "world")
     n, numel = _shape(world)
-    schedule = build("reduce-scatter", n, algorithm, ranks_per_node=ranks_per_node)
+    schedule = _schedule_of("reduce-scatter", n, algorithm, ranks_per_node, schedule)
     layout = ChunkLayout(numel, schedule.n_chunks, n)
     if isinstance(world, VirtualBuffer):
         _run(schedule, layout, world.dtype, None, ledger, label, mode)
@@ -177,7 +188,8 @@ def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "red
 
 
 def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_gather",
-               mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None):
+               mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None,
+               schedule: Schedule | None = None):
     """All-gather by ``algorithm`` of per-rank shards laid out as ``ChunkLayout(S, N)`` (shard r = chunk r's
     payload).
 
@@ -187,7 +199,7 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     if isinstance(shards, VirtualBuffer):
         world = as_world(shards, "shards")
         n, numel = world.shape
-        schedule = build("all-gather", n, algorithm, ranks_per_node=ranks_per_node)
+        schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule)
         _run(schedule, ChunkLayout(numel, schedule.n_chunks, n), world.dtype, None, ledger, label, mode)
         return VirtualBuffer((n, numel), world.dtype)
     if not isinstance(shards, Sequence) or not shards or not all(isinstance(s, np.ndarray) for s in shards):
@@ -203,7 +215,7 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     if len(dtypes) != 1:
         raise ValueError(f"shards must share one dtype; got {sorted(map(str, dtypes))}")
     dtype = resolve_dtype(shards[0].dtype)
-    schedule = build("all-gather", n, algorithm, ranks_per_node=ranks_per_node)
+    schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule)
     layout = ChunkLayout(numel, schedule.n_chunks, n)
     padded = np.zeros((n, layout.padded_numel), dtype=dtype)
     for r, shard in enumerate(shards):
@@ -214,7 +226,7 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
 
 def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_reduce", mode: str = "fused",
                algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None,
-               out: np.ndarray | None = None):
+               out: np.ndarray | None = None, schedule: Schedule | None = None):
     """All-reduce by ``algorithm`` (default the ring: reduce-scatter then all-gather): every row of the result is
     the sum over ranks, bit-identical to :func:`reduce_scatter`'s shards with the same algorithm.
 
@@ -222,7 +234,7 @@ def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_red
     allocated when S is a multiple of the schedule's chunk count); ``out=world`` reduces in place."""
     world = _rows(world, "world")
     n, numel = _shape(world)
-    schedule = build("all-reduce", n, algorithm, ranks_per_node=ranks_per_node)
+    schedule = _schedule_of("all-reduce", n, algorithm, ranks_per_node, schedule)
     layout = ChunkLayout(numel, schedule.n_chunks, n)
     if isinstance(world, VirtualBuffer):
         _run(schedule, layout, world.dtype, None, ledger, label, mode)

@@ -94,6 +94,21 @@ def _check_and_count(kernels, schedule: Schedule, cols, chunk: int) -> np.ndarra
     return links
 
 
+def _prepared(kernels, schedule: Schedule) -> tuple:
+    """(columns, messages per directed link, transfers sorted by chunk, chunk offsets) of ``schedule``, validated
+    once and kept on the schedule itself (schedules are immutable; a world that reuses one pays this once)."""
+    prepared = schedule.__dict__.get("_kernel_prepared")
+    if prepared is None:
+        cols = _columns(schedule)
+        messages = _check_and_count(kernels, schedule, cols, 1)
+        chunk_of = cols[3]
+        order = np.argsort(chunk_of, kind="stable")
+        bounds = np.searchsorted(chunk_of[order], np.arange(schedule.n_chunks + 1)).astype(np.int64)
+        prepared = (cols, messages, order, bounds)
+        object.__setattr__(schedule, "_kernel_prepared", prepared)  # a cache, not state: same value every time
+    return prepared
+
+
 def _reference_links(schedule: Schedule, chunk: int) -> np.ndarray:
     n = schedule.n_ranks
     count = np.bincount(schedule.table[:, 1] * n + schedule.table[:, 2], minlength=n * n)
@@ -168,8 +183,8 @@ def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, 
 
     from . import kernels  # numba is imported here, on first use
 
-    cols = _columns(schedule)
-    links = _check_and_count(kernels, schedule, cols, chunk)
+    cols, messages, order, bounds = _prepared(kernels, schedule)
+    links = messages * chunk
     step_of, src, dst, chunk_of, op = cols
     work = world if world.flags.c_contiguous else np.ascontiguousarray(world)
     view, wire = kernel_view(work)
@@ -182,8 +197,6 @@ def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, 
         def body(lo: int, hi: int) -> None:
             kernels.run_steps(view, src, dst, chunk_of, op, chunk, lo, hi, streaming, wire)
     else:
-        order = np.argsort(chunk_of, kind="stable")
-        bounds = np.searchsorted(chunk_of[order], np.arange(schedule.n_chunks + 1)).astype(np.int64)
         tile_elems = int(tile) if tile is not None else default_tile(world.dtype.itemsize)
         copy_elems = int(tile) if tile is not None else 16 * tile_elems  # 64 KiB: streaming-store copies
 

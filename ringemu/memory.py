@@ -58,7 +58,8 @@ class MemoryLedger:
         self._check(rank, category)
         if name in self._live[rank]:
             raise ValueError(f"rank {rank} already holds a buffer named {name!r}; free it first")
-        nbytes = check_numel(nbytes, "nbytes")
+        if type(nbytes) is not int or not 0 <= nbytes < 1 << 63:  # the common case needs no conversion
+            nbytes = check_numel(nbytes, "nbytes")
         self._own_live(rank)
         self._live[rank][name] = (category, nbytes)
         cur = self._current[rank]

@@ -86,3 +86,12 @@ def test_out_reuses_memory():
     finally:
         tracemalloc.stop()
     assert peak < world.nbytes / 10  # no second world (the schedule and link counters are a few KiB)
+
+
+def test_a_prebuilt_schedule_is_used_and_checked():
+    world = np.arange(24, dtype=np.float32).reshape(4, 6)
+    schedule = algorithms.build("all-reduce", 4)
+    assert same_bits(ringemu.all_reduce(world, schedule=schedule), ringemu.all_reduce(world))
+    assert same_bits(ringemu.all_reduce(world, schedule=schedule), ringemu.all_reduce(world, schedule=schedule))
+    with pytest.raises(ValueError, match="schedule must be a Schedule of all-reduce on 4 ranks"):
+        ringemu.all_reduce(world, schedule=algorithms.build("all-reduce", 3))

@@ -190,6 +190,7 @@ class EmulatedWorld:
                 layout = ChunkLayout(numel, n)
                 return [VirtualBuffer((layout.payload(r),), dtype) for r in range(n)]
             return [VirtualBuffer((numel,), dtype)] * n
+        opts["schedule"] = self.schedules.get(first.op, first.algorithm)  # one per world: prepared once
         if first.op == "all_gather":
             return list(collectives.all_gather(list(buffers), **opts))
         if first.op == "reduce_scatter":
