@@ -172,8 +172,8 @@ def test_a_hung_world_is_killed_after_the_timeout():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="backend must be one of gloo, nccl"):
         TorchWorld(2, backend="mpi")
-    with pytest.raises(ValueError, match="algorithm must be one of native, ring"):
-        TorchWorld(2, algorithm="tree")
+    with pytest.raises(ValueError, match="algorithm must be 'native' .* or one of ring, .*tree"):
+        TorchWorld(2, algorithm="no-such-algorithm")
     for timeout in (0, -1, float("inf"), float("nan"), True, "60"):
         with pytest.raises(ValueError, match="timeout must be a finite number of seconds > 0"):
             TorchWorld(2, timeout=timeout)
