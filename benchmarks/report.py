@@ -93,10 +93,11 @@ def scale_tables(sc: dict) -> list[str]:
     out = [f"`ringemu memory --units <k × {grid[0]['unit_params']:,}> --ranks N` in a child process each: wall s / "
            "CPU s / peak RSS MB (start-up included)", "",
            "| N \\ units | " + " | ".join(str(u) for u in units) + " |", "|---|" + "---:|" * len(units)]
+    def text(c: dict) -> str:
+        return f"{c['wall_s']:.2f} / {c['cpu_s']:.2f} / {(c['peak_rss_bytes'] or 0) / 1e6:.0f}"
+
     for n in ranks:
-        out.append(f"| {n} | " + " | ".join(
-            f"{cell[(n, u)]['wall_s']:.2f} / {cell[(n, u)]['cpu_s']:.2f} / {(cell[(n, u)]['peak_rss_bytes'] or 0) / 1e6:.0f}"
-            for u in units) + " |")
+        out.append(f"| {n} | " + " | ".join(text(cell[(n, u)]) for u in units) + " |")
     lg = sc["lesson_grid"]
     out += ["", f"Whole lesson grid (N = 1, 2, …, 1024 × {len(lg['stages'])} stages, {lg['units']} units): "
             f"{lg['wall_s']:.2f} s in one process.", "",
@@ -105,13 +106,15 @@ def scale_tables(sc: dict) -> list[str]:
     for row in sc["latency"]:
         s, x = row["seconds"], row["x_direct"]
         torch = f"{row['torch_threaded_s'] * 1e6:.0f} µs" if row.get("torch_threaded_s") else "-"
-        out.append(f"| {row['ranks']} | {s['direct'] * 1e6:.0f} µs | {s['greenlet'] * 1e6:.0f} µs ({x['greenlet']:.2f}×) | "
+        out.append(f"| {row['ranks']} | {s['direct'] * 1e6:.0f} µs | "
+                   f"{s['greenlet'] * 1e6:.0f} µs ({x['greenlet']:.2f}×) | "
                    f"{s['threads'] * 1e6:.0f} µs ({x['threads']:.2f}×) | {torch} |")
     p = sc["parity"]
     out += ["", f"Hypothesis parity run (ZeRO-3 vs DP, N ≤ 8, default model, 2 steps): {p['examples']} examples, "
             f"{p['examples_per_s_wall']:.0f}/s of wall time, {p['examples_per_s_cpu']:.0f}/s of CPU time.", ""]
     api = sc["api"]
-    out += [f"Ring all-reduce, N = {api['ranks']}, S = {api['numel']:,} fp32 ({api['world_bytes'] / 2**20:.0f} MiB):", "",
+    out += [f"Ring all-reduce, N = {api['ranks']}, S = {api['numel']:,} fp32 "
+            f"({api['world_bytes'] / 2**20:.0f} MiB):", "",
             "| call | ms | × kernel in place |", "|---|---:|---:|"]
     out += [f"| {k} | {v * 1e3:.1f} | {api['x_kernel'][k]:.2f} |" for k, v in api["seconds"].items()]
     c = sc["constants"]

@@ -276,8 +276,9 @@ def render_scale(scale: dict) -> str:
     lines = ["emulated world, one all-reduce of 64 fp32 per rank:"]
     for row in scale["latency"]:
         s, x = row["seconds"], row["x_direct"]
-        lines.append(f"  N = {row['ranks']:>2}: direct {s['direct'] * 1e6:6.0f} µs, greenlet {s['greenlet'] * 1e6:6.0f} µs "
-                     f"({x['greenlet']:.2f}×), threads {s['threads'] * 1e6:6.0f} µs ({x['threads']:.2f}×)")
+        lines.append(f"  N = {row['ranks']:>2}: direct {s['direct'] * 1e6:6.0f} µs, "
+                     f"greenlet {s['greenlet'] * 1e6:6.0f} µs ({x['greenlet']:.2f}×), "
+                     f"threads {s['threads'] * 1e6:6.0f} µs ({x['threads']:.2f}×)")
     lines.append("size-only `ringemu memory` (own process, start-up included):")
     for p in scale["size_only"]:
         lines.append(f"  N = {p['ranks']:>4}, {p['units']} units of {p['unit_params']:,}: {p['wall_s']:.2f} s wall, "

@@ -34,8 +34,8 @@ __all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_
 
 RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
 DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
-MAX_SIZE_ONLY_RANKS = 1024  # each distinct collective walks its N·(N−1)-transfer schedule once; the lesson's largest N
-MAX_TRAINING_RANKS = 1024  # one thread (or process) per rank, each holding its own model states; the lesson's largest N
+MAX_SIZE_ONLY_RANKS = 1024  # each distinct collective walks its N·(N−1)-transfer table once; the lesson's largest N
+MAX_TRAINING_RANKS = 1024  # a greenlet (or process) per rank, each with its own model states; the lesson's largest N
 
 
 def _rank_function(stage):
