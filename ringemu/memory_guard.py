@@ -22,8 +22,8 @@ from .layout import ChunkLayout
 __all__ = ["NotEnoughMemory", "available_bytes", "check_fits", "collective_run_bytes", "schedule_table_bytes"]
 
 TABLE_ROW_BYTES = 5 * 8 + 8 + 8  # one int64 row of (step, src, dst, chunk, op), plus the kernel's sort indexes
-FIXED_BYTES = 1 << 20  # Python objects of any run (ledger, records, result lists), whatever its size
-RANK_BYTES = 4096  # Python objects per rank (its result array view, its Traffic records in the ledger summary)
+FIXED_BYTES = 4 << 20  # Python objects of any run (ledger, records, result lists), whatever its size
+RANK_BYTES = 16384  # Python objects per rank (its result array view, its Traffic records in the ledger summary)
 _SAMPLE_RANKS = 128  # schedules larger than this are estimated from this many ranks (see schedule_table_bytes)
 
 
