@@ -33,6 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 from ringemu.algorithms import COLLECTIVES
+from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.dtypes import resolve_dtype
 from ringemu.ledger import CommLedger
 
@@ -124,7 +125,7 @@ def _stage_jobs(workloads, n_ranks: int, numel: int, dtype: str, seed: int) -> d
 
 
 def measure_here(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp", "zero3"), rounds: int = 3,
-                 algorithm: str = "native", timeout: float = 300.0, seed: int = 0) -> dict:
+                 algorithm: str = NATIVE, timeout: float = 300.0, seed: int = 0) -> dict:
     """Run the workloads on N gloo ranks in *this* network namespace and compare with the ledger.
 
     Workloads are the names in :data:`WORKLOADS` (the collectives of one step on one flat buffer of ``numel``
@@ -179,7 +180,7 @@ def _mean(values) -> Fraction:
 
 
 def measure_wire(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp", "zero3"), rounds: int = 3,
-                 algorithm: str = "native", timeout: float = 300.0, seed: int = 0) -> dict:
+                 algorithm: str = NATIVE, timeout: float = 300.0, seed: int = 0) -> dict:
     """:func:`measure_here` inside a fresh private network namespace (``unshare -n``, loopback brought up).
 
     Raises ValueError, with the system's reason, if the namespace cannot be created (no root, no user
@@ -233,8 +234,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="bf16", help="element type: int32 int64 fp16 bf16 fp32 fp64 (default bf16)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="repetitions of each workload, averaged exactly (default 3)")
-    parser.add_argument("--algorithm", choices=("native", "ring"), default="native",
-                        help="gloo's own collectives (native, default) or ringemu's ring over send/recv (ring)")
+    parser.add_argument("--algorithm", choices=(NATIVE, *communicator_algorithms()), default=NATIVE,
+                        help=f"the engine's own collectives ({NATIVE}, default) or a schedule of ringemu's registry "
+                             f"over send/recv")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds before the run is declared hung and its processes killed (default 300)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the buffers and of stage workloads (default 0)")
