@@ -36,6 +36,7 @@ class MemoryLedger:
     _current: list[dict[str, int]] = field(init=False, repr=False)
     _peak: list[dict[str, int]] = field(init=False, repr=False)
     _peak_total: list[int] = field(init=False, repr=False)
+    _at_peak: list[dict[str, int]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.n_ranks = check_n_ranks(self.n_ranks)
@@ -43,6 +44,7 @@ class MemoryLedger:
         self._current = [dict.fromkeys(CATEGORIES, 0) for _ in range(self.n_ranks)]
         self._peak = [dict.fromkeys(CATEGORIES, 0) for _ in range(self.n_ranks)]
         self._peak_total = [0] * self.n_ranks
+        self._at_peak = [dict.fromkeys(CATEGORIES, 0) for _ in range(self.n_ranks)]
 
     def _check(self, rank: int, category: str) -> None:
         if not 0 <= rank < self.n_ranks:
@@ -60,7 +62,10 @@ class MemoryLedger:
         cur = self._current[rank]
         cur[category] += nbytes
         self._peak[rank][category] = max(self._peak[rank][category], cur[category])
-        self._peak_total[rank] = max(self._peak_total[rank], sum(cur.values()))
+        total = sum(cur.values())
+        if total > self._peak_total[rank]:  # the first moment the total reached its peak
+            self._peak_total[rank] = total
+            self._at_peak[rank] = dict(cur)
 
     def free(self, rank: int, name: str) -> None:
         """Record that ``rank`` released buffer ``name``."""
@@ -79,10 +84,17 @@ class MemoryLedger:
         """Highest bytes ``rank`` ever held at once, in one category or in all together."""
         return self._peak[rank][category] if category else self._peak_total[rank]
 
+    def at_peak(self, rank: int, category: str | None = None) -> int:
+        """Bytes ``rank`` held in ``category`` at the first moment its total reached :meth:`peak` (the
+        categories at that moment sum to the peak total)."""
+        return self._at_peak[rank][category] if category else self._peak_total[rank]
+
     def model_states(self, rank: int) -> int:
         """Bytes of model states (16-bit weights and grads, fp32 master, m, v) ``rank`` holds now."""
         return sum(self._current[rank][c] for c in MODEL_STATE_CATEGORIES)
 
     def by_category(self, rank: int) -> dict[str, dict[str, int]]:
-        """``{category: {"current": bytes, "peak": bytes}}`` for ``rank``."""
-        return {c: {"current": self._current[rank][c], "peak": self._peak[rank][c]} for c in CATEGORIES}
+        """``{category: {"current": bytes, "peak": bytes, "at_peak": bytes}}`` for ``rank``: held now, the
+        category's own highest, and what it held when the rank's total peaked."""
+        return {c: {"current": self._current[rank][c], "peak": self._peak[rank][c],
+                    "at_peak": self._at_peak[rank][c]} for c in CATEGORIES}

@@ -17,6 +17,7 @@ from ringemu.memory import MemoryLedger
 from ringemu.schedule import check_n_ranks
 
 from . import dp, zero1, zero2, zero3
+from .activations import ActivationShape
 from .adam import AdamConfig
 from .closed_forms import STAGES, check_stage
 from .flat import FlatParams, check_psi, check_size, check_unit_sizes
@@ -66,8 +67,19 @@ def run_job(stage, job: Job, mode: str = "fused", world_factory=None) -> StageRe
                         job.memory, comm)
 
 
+def _activation_layers(activation_bytes, activations) -> tuple[int, ...]:
+    if activations is not None:
+        if activation_bytes:
+            raise ValueError("give activation_bytes or activations (an ActivationShape), not both")
+        if not isinstance(activations, ActivationShape):
+            raise TypeError(f"activations must be a zero_stages.ActivationShape; got {type(activations).__name__}")
+        return activations.layer_bytes()
+    act = check_size(activation_bytes, "activation_bytes", minimum=0)
+    return (act,) if act else ()
+
+
 def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
-                  loss_scaling: LossScaling | None = None) -> Job:
+                  loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None) -> Job:
     """The :class:`Job` of :func:`run_size_only` (one step on size-only buffers)."""
     n = check_n_ranks(n_ranks)
     if n > MAX_SIZE_ONLY_RANKS:
@@ -77,21 +89,23 @@ def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activat
         raise ValueError("give exactly one of psi (a parameter count) and unit_sizes (a list of unit sizes)")
     units = (check_psi(psi),) if unit_sizes is None else check_unit_sizes(unit_sizes)
     wire = check_wire_dtype(wire_dtype)
-    act = check_size(activation_bytes, "activation_bytes", minimum=0)
-    return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, act), AdamConfig(),
+    layers = _activation_layers(activation_bytes, activations)
+    return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, layers), AdamConfig(),
                loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False)
 
 
 def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
-                  loss_scaling: LossScaling | None = None) -> StageReport:
+                  loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None) -> StageReport:
     """One training step of ``stage`` on size-only buffers: the ledgers count, nothing is computed.
 
-    Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. ``activation_bytes``
-    per rank are recorded as activations during the step. bf16 runs without loss scaling; fp16 adds the
+    Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. Activations are
+    recorded layer by layer from ``activations`` (an :class:`~zero_stages.activations.ActivationShape`,
+    Korthikanti et al. 2022), or as one block of ``activation_bytes`` per rank. bf16 runs without loss scaling; fp16 adds the
     one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``).
     """
     _rank_function(stage)
-    return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling))
+    return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling,
+                                        activations))
 
 
 def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,

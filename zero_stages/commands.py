@@ -15,9 +15,12 @@ from fractions import Fraction
 from ringemu.blocks import EXACT_LIMITS
 from ringemu.units import GB, format_gb
 
+from .activations import RECOMPUTE, ActivationShape
+from .anchor import ANCHOR_UNIT_SIZES, ANCHOR_UNITS_ASSUMPTION
 from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, run_size_only, train
 from .closed_forms import STAGES
 from .flat import MAX_PSI
+from .memory_report import memory_report
 from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
 from .report import OVERFLOW_LABEL, StageReport, stage_json
 from .workload import GRADIENT_SOURCES
@@ -113,18 +116,32 @@ def register(subparsers) -> None:
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
-    m = subparsers.add_parser("memory", help="size-only model-state memory and traffic per rank of the four stages")
+    m = subparsers.add_parser("memory", help="size-only memory (model states, activations, buffers in flight) and "
+                                             "traffic per rank of the four stages")
     size = m.add_mutually_exclusive_group(required=True)
     size.add_argument("--params", type=_integer(1, MAX_PSI),
                       help=f"Ψ, the parameter count (1 to {MAX_PSI:_} = 2^61 - 1), as one unit")
     size.add_argument("--units", type=_unit_list,
                       help="Ψ as unit (layer) sizes, comma-separated: each unit is sharded and, in ZeRO-3, gathered "
                            "on its own, so the peak shows the largest units in flight")
+    size.add_argument("--anchor", action="store_true",
+                      help="the lesson's anchor (Ψ = 27,781,427,952) as layer sizes: embedding, 64 layers of "
+                           "372,000,000, output head (an assumed split, printed)")
     m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
     m.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80),
                    help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
+    act = m.add_argument_group("activations (Korthikanti et al. 2022, §4, Table 2); give --seq, --batch, --hidden "
+                               "and --layers together")
+    act.add_argument("--seq", type=_integer(1), help="s, the sequence length in tokens")
+    act.add_argument("--batch", type=_integer(1), help="b, the micro-batch per rank")
+    act.add_argument("--hidden", type=_integer(1), help="h, the hidden size")
+    act.add_argument("--layers", type=_integer(1), help="L, the number of transformer layers")
+    act.add_argument("--heads", type=_integer(1), help="a, attention heads (needed with --recompute none)")
+    act.add_argument("--recompute", choices=RECOMPUTE, default="selective",
+                     help="none: s·b·h·(34 + 5·a·s/h) B per layer; selective: 34·s·b·h; full: 2·s·b·h (default "
+                          "selective)")
     m.add_argument("--json", action="store_true")
     m.set_defaults(handler=memory_command)
 
@@ -201,41 +218,56 @@ def zero_command(args) -> int:
     return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
 
 
+def _activation_shape(args) -> ActivationShape | None:
+    given = {f: getattr(args, f) for f in ("seq", "batch", "hidden", "layers")}
+    if all(v is None for v in given.values()):
+        if args.heads is not None:
+            raise ValueError("--heads needs --seq, --batch, --hidden and --layers")
+        return None
+    missing = [f"--{f}" for f, v in given.items() if v is None]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} must be given too: activations need --seq, --batch, --hidden and "
+                         f"--layers together")
+    if args.recompute == "none" and args.heads is None:
+        raise ValueError("--heads must be given with --recompute none (s·b·h·(34 + 5·a·s/h) needs a)")
+    return ActivationShape(args.seq, args.batch, args.hidden, args.layers, args.recompute, args.heads)
+
+
 def memory_command(args) -> int:
     card = Fraction(args.gpu_gb) * GB  # bytes, exact
-    rows = []
-    size = {"unit_sizes": args.units} if args.units else {"psi": args.params}
-    for s in STAGES:
-        rep = run_size_only(s, args.ranks, wire_dtype=args.dtype, **size)
-        worst = max(rep.model_state_bytes_per_rank)
-        rows.append({
-            "name": s,
-            "model_state_bytes_per_rank": rep.model_state_bytes_per_rank,
-            "model_state_padding_bytes_per_rank": rep.model_state_padding_bytes_per_rank,
-            "model_state_gb": format_gb(worst),
-            "traffic_sent_bytes_per_rank": rep.traffic_sent_bytes_per_rank,
-            "traffic_sent_elements_per_rank": rep.traffic_sent_elements_per_rank,
-            "traffic_gb": format_gb(max(rep.traffic_sent_bytes_per_rank)),
-            "peak_bytes_per_rank": rep.peak_bytes_per_rank,
-            "fits": worst <= card,
-        })
-    psi = sum(args.units) if args.units else args.params
-    out = {"params": psi, "unit_sizes": args.units or [psi], "ranks": args.ranks, "gpu_gb": f"{args.gpu_gb:f}",
-           "dtype": args.dtype, "stages": rows}
+    activations = _activation_shape(args)
+    units = list(ANCHOR_UNIT_SIZES) if args.anchor else args.units
+    size = {"unit_sizes": units} if units else {"psi": args.params}
+    out = memory_report(args.ranks, activations=activations, card_bytes=card, wire_dtype=args.dtype, **size)
+    out["gpu_gb"] = f"{args.gpu_gb:f}"
+    assumptions = ([ANCHOR_UNITS_ASSUMPTION] if args.anchor else []) + \
+        (activations.assumptions() if activations else ["no activations counted (give --seq, --batch, --hidden, "
+                                                        "--layers)"])
+    out["assumptions"] = assumptions
+    for row in out["stages"]:
+        row["model_state_gb"] = format_gb(max(row["model_state_bytes_per_rank"]))
+        row["peak_gb"] = format_gb(row["peak_bytes"])
+        row["traffic_gb"] = format_gb(max(row["traffic_sent_bytes_per_rank"]))
     if args.json:
         print(json.dumps(out))
         return 0
-    shape = f" in {len(args.units)} units" if args.units else ""
+    psi = out["params"]
+    shape = f" in {len(units)} units" if units else ""
     print(f"Ψ = {psi:,} parameters{shape}, N = {args.ranks} ranks, {args.dtype}, card {args.gpu_gb:f} GB "
           f"(GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
-    print(f"{'stage':<6} {'model states B/rank':>22} {'GB':>8} {'padding B':>10} {'fits':>5} "
-          f"{'traffic B/rank/step':>22} {'GB':>7} {'peak B/rank':>18}")
-    for r in rows:
-        print(f"{r['name']:<6} {max(r['model_state_bytes_per_rank']):>22,} {r['model_state_gb']:>8} "
-              f"{max(r['model_state_padding_bytes_per_rank']):>10,} {'yes' if r['fits'] else 'no':>5} "
-              f"{max(r['traffic_sent_bytes_per_rank']):>22,} {r['traffic_gb']:>7} "
-              f"{max(r['peak_bytes_per_rank']):>18,}")
-    print("peak: model states plus transient buffers (gathered parameters, gradient buckets, the fp32 averaged "
-          "gradient of one unit)" + ("" if args.units else "; Ψ is one unit here, so ZeRO-3 gathers all of it at "
-                                     "once: give --units for per-layer peaks (lesson claim M10)"))
+    for line in assumptions:
+        print(f"assumes: {line}")
+    print(f"{'stage':<6} {'model states B/rank':>20} {'GB':>7} {'states fit':>10} {'activations B':>16} "
+          f"{'buffers B':>15} {'peak B/rank':>18} {'GB':>7} {'peak fits':>9} {'traffic B/rank/step':>20} {'GB':>7}")
+    for r in out["stages"]:
+        print(f"{r['name']:<6} {max(r['model_state_bytes_per_rank']):>20,} {r['model_state_gb']:>7} "
+              f"{'yes' if r['model_states_fit'] else 'no':>10} {max(r['activation_peak_bytes_per_rank']):>16,} "
+              f"{r['buffer_bytes_at_peak']:>15,} {r['peak_bytes']:>18,} {r['peak_gb']:>7} "
+              f"{'yes' if r['peak_fits'] else 'no':>9} {max(r['traffic_sent_bytes_per_rank']):>20,} "
+              f"{r['traffic_gb']:>7}")
+    print("states fit: model states alone under the card (the lesson's reading, claim M6). peak fits: the peak per "
+          "rank under the card, i.e. model states + activations + buffers in flight (gathered parameters, gradient "
+          "buckets, the fp32 averaged gradient of one unit) at the moment the rank's total peaked"
+          + ("" if units else "; Ψ is one unit here, so ZeRO-3 gathers all of it at once: give --units or --anchor "
+                              "for per-layer peaks (lesson claim M10)"))
     return 0
