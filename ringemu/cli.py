@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "ringemu.commands",      # demo, run, trace, count
     "ringemu.bench_command",  # bench
     "zero_stages.commands",  # zero, memory
+    "zero_stages.lesson",    # lesson
     "proofs.commands",       # prove
 )
 
