@@ -80,9 +80,11 @@ def comm_panel(n_ranks: int, psi: int = ANCHOR_PSI) -> dict:
                            "all-reduce 就是 reduce-scatter 加 all-gather)。"}}
 
 
-def lesson_data(n_ranks: int = 4, seed: int = 0, algorithm_name: str | None = None, ranks_grid=RANKS_GRID,
+def lesson_data(n_ranks: int = 4, seed: int = 0, algorithm_name: str | None = None, ranks_grid=None,
                 presets=PRESETS) -> dict:
-    """All the page's data: memory grid, stepper and communication strip, every value from a run."""
+    """All the page's data: memory grid (``ranks_grid``, default :data:`RANKS_GRID`), stepper and communication
+    strip, every value from a run."""
+    ranks_grid = RANKS_GRID if ranks_grid is None else ranks_grid
     if not isinstance(n_ranks, int) or isinstance(n_ranks, bool) or not 2 <= n_ranks <= MAX_STEPPER_RANKS:
         raise ValueError(f"ranks must be an integer from 2 to {MAX_STEPPER_RANKS} (the stepper's grid); "
                          f"got {n_ranks!r}")

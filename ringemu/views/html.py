@@ -9,8 +9,8 @@ for notebooks, with a static SVG of the final state for front-ends that do not r
 """
 from __future__ import annotations
 
+import hashlib
 import html
-import itertools
 import json
 import re
 from html.parser import HTMLParser
@@ -25,7 +25,6 @@ MAX_PAGE_BYTES = 4_000_000  # the default lesson page stays well below this (tes
 _SCHEME = re.compile(r"(?i)\b(?:https?|ftp|wss?|file):")
 _URL_ATTRS = {"href", "src", "action", "formaction", "poster", "data", "xlink:href", "srcset", "background"}
 _CSS_URL = re.compile(r"(?i)url\(\s*['\"]?\s*([^)'\"\s]*)")
-_ids = itertools.count()
 
 
 def _asset(name: str) -> str:
@@ -90,7 +89,7 @@ _STEPPER = """
  <p class="small" data-i18n="keys"></p>
  <div class="flex">
   <svg data-role="ring-svg" width="220" height="220" viewBox="0 0 220 220" role="img" aria-label="ring"></svg>
-  <div><table class="grid" data-role="grid"></table><p class="small" data-i18n="legend_prov"></p></div>
+  <div><table class="grid" data-role="grid">{grid}</table><p class="small" data-i18n="legend_prov"></p></div>
   <div><h3 data-i18n="per_rank_counters"></h3><table class="counters" data-role="rank-counters"></table></div>
   <div><h3 data-i18n="per_link_counters"></h3><table class="counters" data-role="link-counters"></table>
    <p data-role="ledger-total"></p></div>
@@ -111,13 +110,39 @@ _STRIP = """
 """
 
 
+def _grid_rows(stepper: dict, palette: list[dict], lang: str, step: int = 0) -> str:
+    """The ranks × chunks table of one step, as the script draws it (so the file carries it without scripts)."""
+    words = LABELS[lang]
+    state = stepper["steps"][step]
+    head = "<tr><th></th>" + "".join(f"<th>{words['chunk']} {c}</th>" for c in range(stepper["n_chunks"])) + "</tr>"
+    rows = []
+    for r, row in enumerate(state["cells"]):
+        cells = []
+        for c, cell in enumerate(row):
+            colour = palette[cell["count"]]
+            cells.append(f'<td data-rank="{r}" data-chunk="{c}" data-step="{step}" '
+                         f'data-value="{html.escape(cell["value_text"])}" data-prov="{html.escape(cell["prov_text"])}" '
+                         f'class="{"recv" if cell["received"] else ""}" '
+                         f'style="background:{colour["bg"]};color:{colour["fg"]}">'
+                         f'<span class="v">{html.escape(cell["value_text"] or "·")}</span>'
+                         f'<span class="p">{html.escape(cell["prov_text"])}</span></td>')
+        rows.append(f"<tr><th>{words['rank']} {r}</th>{''.join(cells)}</tr>")
+    return head + "".join(rows)
+
+
+def _stepper_section(stepper_panel: dict, lang: str) -> str:
+    first = stepper_panel["algorithms"][stepper_panel["default"]]
+    return _STEPPER.replace("{grid}", _grid_rows(first, stepper_panel["palette"], lang))
+
+
 def page_html(data: dict, lang: str = "en") -> str:
     """The whole page for ``data`` (JSON-ready; panels for its ``memory``, ``stepper`` and ``comm`` keys)."""
     lang = check_lang(lang)
     data = dict(data, lang=lang, labels=LABELS)
     data_id = "ringemu-data"
-    body = "".join(part for key, part in (("memory", _MEMORY), ("stepper", _STEPPER), ("comm", _STRIP))
-                   if data.get(key))
+    body = "".join(part() for key, part in (("memory", lambda: _MEMORY),
+                                            ("stepper", lambda: _stepper_section(data["stepper"], lang)),
+                                            ("comm", lambda: _STRIP)) if data.get(key))
     title = html.escape(LABELS[lang]["title"])
     return (f'<!DOCTYPE html>\n<html lang="{"zh-CN" if lang == "zh" else "en"}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{title}</title>\n'
@@ -157,11 +182,12 @@ def stepper_fragment(stepper: dict, lang: str = "en") -> str:
     """A notebook cell's HTML: the interactive stepper (when scripts run) and a static SVG of the final state."""
     lang = check_lang(lang)
     key = stepper.get("key") or "trace"
-    data_id = f"ringemu-data-{next(_ids)}"
-    data = {"lang": lang, "labels": LABELS,
-            "stepper": {"default": key, "algorithms": {key: stepper}, "palette": provenance_palette(stepper["n_ranks"])}}
+    panel = {"default": key, "algorithms": {key: stepper}, "palette": provenance_palette(stepper["n_ranks"])}
+    data = {"lang": lang, "labels": LABELS, "stepper": panel}
+    digest = hashlib.sha256(json.dumps(panel, sort_keys=True).encode()).hexdigest()[:12]
+    data_id = f"ringemu-data-{digest}"  # the same trace gives the same id, so the same data
     return (f"<div><style>{_asset('lesson.css')}</style>"
-            f'<div data-ringemu-page="{data_id}">{_STEPPER}</div>'
+            f'<div data-ringemu-page="{data_id}">{_stepper_section(panel, lang)}</div>'
             f"<details open><summary>final state (static)</summary>{_static_final_svg(stepper)}</details>"
             f"{_json_script(data, data_id)}<script>{_asset('lesson.js')}</script></div>")
 
