@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "ringemu.bench_command",  # bench
     "zero_stages.commands",  # zero, memory
     "zero_stages.lesson",    # lesson
+    "zero_stages.plots",     # plot
     "proofs.commands",       # prove
 )
 

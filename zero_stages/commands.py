@@ -25,7 +25,8 @@ from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
 from .report import OVERFLOW_LABEL, StageReport, stage_json
 from .workload import GRADIENT_SOURCES
 
-__all__ = ["register", "zero_command", "memory_command", "BACKENDS", "NO_RATIO"]
+__all__ = ["register", "zero_command", "memory_command", "add_activation_arguments", "activation_shape",
+           "model_size", "BACKENDS", "NO_RATIO"]
 
 BACKENDS = ("emulator", "torch")
 NO_RATIO = "n/a (DP sends nothing)"  # printed when DP sends no elements (N = 1, or --steps 0)
@@ -132,7 +133,14 @@ def register(subparsers) -> None:
     m.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80),
                    help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
-    act = m.add_argument_group("activations (Korthikanti et al. 2022, §4, Table 2); give --seq, --batch, --hidden "
+    add_activation_arguments(m)
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(handler=memory_command)
+
+
+def add_activation_arguments(parser) -> None:
+    """``--seq --batch --hidden --layers --heads --recompute`` (read back by :func:`activation_shape`)."""
+    act = parser.add_argument_group("activations (Korthikanti et al. 2022, §4, Table 2); give --seq, --batch, --hidden "
                                "and --layers together")
     act.add_argument("--seq", type=_integer(1), help="s, the sequence length in tokens")
     act.add_argument("--batch", type=_integer(1), help="b, the micro-batch per rank")
@@ -142,8 +150,6 @@ def register(subparsers) -> None:
     act.add_argument("--recompute", choices=RECOMPUTE, default="selective",
                      help="none: s·b·h·(34 + 5·a·s/h) B per layer; selective: 34·s·b·h; full: 2·s·b·h (default "
                           "selective)")
-    m.add_argument("--json", action="store_true")
-    m.set_defaults(handler=memory_command)
 
 
 def _print_stage(report: StageReport, info: dict) -> None:
@@ -218,7 +224,8 @@ def zero_command(args) -> int:
     return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
 
 
-def _activation_shape(args) -> ActivationShape | None:
+def activation_shape(args) -> ActivationShape | None:
+    """The :class:`ActivationShape` of the flags :func:`add_activation_arguments` added; None if none given."""
     given = {f: getattr(args, f) for f in ("seq", "batch", "hidden", "layers")}
     if all(v is None for v in given.values()):
         if args.heads is not None:
@@ -233,11 +240,16 @@ def _activation_shape(args) -> ActivationShape | None:
     return ActivationShape(args.seq, args.batch, args.hidden, args.layers, args.recompute, args.heads)
 
 
+def model_size(args) -> tuple[list[int] | None, dict]:
+    """(unit sizes or None, the size keyword of run_size_only) from ``--params`` / ``--units`` / ``--anchor``."""
+    units = list(ANCHOR_UNIT_SIZES) if args.anchor else args.units
+    return units, ({"unit_sizes": units} if units else {"psi": args.params})
+
+
 def memory_command(args) -> int:
     card = Fraction(args.gpu_gb) * GB  # bytes, exact
-    activations = _activation_shape(args)
-    units = list(ANCHOR_UNIT_SIZES) if args.anchor else args.units
-    size = {"unit_sizes": units} if units else {"psi": args.params}
+    activations = activation_shape(args)
+    units, size = model_size(args)
     out = memory_report(args.ranks, activations=activations, card_bytes=card, wire_dtype=args.dtype, **size)
     out["gpu_gb"] = f"{args.gpu_gb:f}"
     assumptions = ([ANCHOR_UNITS_ASSUMPTION] if args.anchor else []) + \
