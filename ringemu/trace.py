@@ -73,6 +73,11 @@ class Trace:
             "steps": [_state_dict(s, lay) for s in self.steps],
         }
 
+    def _repr_html_(self) -> str:
+        """Notebooks: the step-by-step stepper (:mod:`ringemu.views`) and a static SVG of the final state."""
+        from .views.notebook import trace_html
+        return trace_html(self)
+
     def render(self) -> str:
         """The walk as text: per step, the transfers and a ranks × chunks grid of values and provenance.
 

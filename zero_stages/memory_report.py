@@ -24,10 +24,26 @@ from .activations import ActivationShape
 from .api import run_size_only
 from .closed_forms import STAGES
 
-__all__ = ["BUFFER_CATEGORIES", "CARD_80GB", "stage_memory", "memory_report", "first_fits"]
+__all__ = ["BUFFER_CATEGORIES", "CARD_80GB", "MemoryReport", "stage_memory", "memory_report", "first_fits"]
 
 BUFFER_CATEGORIES = ("gathered", "comm_buffer")  # buffers in flight (ZeRO-R §6: temporary buffers)
 CARD_80GB = 80 * GB  # bytes; the lesson's card
+
+
+class MemoryReport(dict):
+    """The JSON-ready dict of :func:`memory_report`, shown in notebooks as a table."""
+
+    def _repr_html_(self) -> str:
+        from ringemu.units import format_gb
+        from ringemu.views.notebook import table_html
+        rows = [[r["name"], format_gb(max(r["model_state_bytes_per_rank"])), r["model_states_fit"],
+                 format_gb(max(r["activation_peak_bytes_per_rank"])), format_gb(r["buffer_bytes_at_peak"]),
+                 format_gb(r["peak_bytes"]), r["peak_fits"]] for r in self["stages"]]
+        return table_html(f"Ψ = {self['params']:,}, N = {self['ranks']}, card {format_gb(Fraction(self['card_bytes']))} "
+                          f"GB (GB = 10^9 B)", ["stage", "model states GB", "states fit", "activations GB",
+                                                "buffers GB", "peak GB", "peak fits"], rows,
+                          "states fit: model states alone under the card (claim M6); peak fits: model states + "
+                          "activations + buffers in flight at the rank's peak")
 
 
 def stage_memory(report, card_bytes) -> dict:
@@ -57,15 +73,15 @@ def stage_memory(report, card_bytes) -> dict:
 
 
 def memory_report(n_ranks: int, psi: int | None = None, unit_sizes=None, activations: ActivationShape | None = None,
-                  card_bytes=CARD_80GB, wire_dtype: str = "bf16", stages=STAGES) -> dict:
+                  card_bytes=CARD_80GB, wire_dtype: str = "bf16", stages=STAGES) -> "MemoryReport":
     """Every stage's :func:`stage_memory` row for one setting, plus the setting (JSON-ready)."""
     units = list(unit_sizes) if unit_sizes is not None else None
     rows = [stage_memory(run_size_only(s, n_ranks, psi=psi, unit_sizes=units, wire_dtype=wire_dtype,
                                        activations=activations), card_bytes) for s in stages]
     total = sum(units) if units is not None else psi
-    return {"params": total, "unit_sizes": units or [total], "ranks": n_ranks, "dtype": wire_dtype,
-            "card_bytes": str(Fraction(card_bytes)), "activations": activations.as_dict() if activations else None,
-            "stages": rows}
+    return MemoryReport(params=total, unit_sizes=units or [total], ranks=n_ranks, dtype=wire_dtype,
+                        card_bytes=str(Fraction(card_bytes)),
+                        activations=activations.as_dict() if activations else None, stages=rows)
 
 
 def first_fits(reports: dict[int, dict], verdict: str = "model_states_fit") -> dict[str, int | None]:
