@@ -134,9 +134,10 @@
     pt.stages.forEach(function (st) {
       var li = el("li", {"data-stage": st.id, "data-states-first-fit": ff.model_states[st.id] === null ? "" : ff.model_states[st.id],
                          "data-peak-first-fit": ff.peak[st.id] === null ? "" : ff.peak[st.id]});
-      li.textContent = self.T(st.label) + ": " + self.L("states_first_fit") + " " +
-        (ff.model_states[st.id] === null ? self.L("never") : "N = " + ff.model_states[st.id].toLocaleString("en-US")) +
-        "; " + self.L("peak_first_fit") + " " + (ff.peak[st.id] === null ? self.L("never") : "N = " + ff.peak[st.id].toLocaleString("en-US"));
+      var a = ff.model_states[st.id], b = ff.peak[st.id];
+      li.textContent = self.T(st.label) + ": " +
+        (a === null ? self.L("states_never") : self.L("states_first_fit") + " N = " + a.toLocaleString("en-US")) + "; " +
+        (b === null ? self.L("peak_never") : self.L("peak_first_fit") + " N = " + b.toLocaleString("en-US"));
       fl.appendChild(li);
     });
     this.renderTerms();
