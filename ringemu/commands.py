@@ -22,10 +22,10 @@ import numpy as np
 from . import collectives
 from .blocks import check_integer_blocks, integer_blocks, value_bound
 from .dtypes import dtype_name, resolve_dtype
-from .layout import ChunkLayout, check_numel
+from .checks import check_n_ranks, check_numel
+from .layout import ChunkLayout
 from .ledger import CommLedger
 from .algorithms import op_names
-from .schedule import check_n_ranks
 from .testing import shards_of
 from .trace import trace_collective
 from .units import GB, format_gb

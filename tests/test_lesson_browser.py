@@ -71,7 +71,8 @@ def _first_steps_ledger(schedule, k: int, numel: int) -> CommLedger:
     ledger = CommLedger()
     if k:
         ledger.record(Schedule("first steps", schedule.n_ranks, schedule.n_chunks, k, rows, schedule.initial,
-                               schedule.final), ChunkLayout(numel, schedule.n_chunks), "int32", "first")
+                               schedule.final, schedule.exchange),
+                      ChunkLayout(numel, schedule.n_chunks, schedule.n_ranks), "int32", "first")
     return ledger
 
 

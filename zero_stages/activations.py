@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .flat import check_size
+from ringemu.checks import check_int
 
 __all__ = ["RECOMPUTE", "ActivationShape"]
 
@@ -37,11 +37,11 @@ class ActivationShape:
 
     def __post_init__(self) -> None:
         for name in ("seq", "batch", "hidden", "layers"):
-            check_size(getattr(self, name), name)
+            check_int(getattr(self, name), name, minimum=1)
         if self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}; got {self.recompute!r}")
         if self.heads is not None:
-            check_size(self.heads, "heads")
+            check_int(self.heads, "heads", minimum=1)
         elif self.recompute == "none":
             raise ValueError("heads must be given with recompute='none': s·b·h·(34 + 5·a·s/h) needs a, the number "
                              "of attention heads")

@@ -5,22 +5,21 @@ Both build one :class:`~zero_stages.job.Job`, run the stage's per-rank function 
 """
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 
 from ringemu.backends.emulator import EmulatedWorld
 from ringemu.blocks import value_bound
+from ringemu.checks import MAX_NUMEL, check_int, check_n_ranks
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
 from ringemu.memory import MemoryLedger
-from ringemu.schedule import check_n_ranks
 
 from . import dp, zero1, zero2, zero3
 from .activations import ActivationShape
 from .adam import AdamConfig
 from .closed_forms import STAGES, check_stage
-from .flat import FlatParams, check_psi, check_size, check_unit_sizes
+from .flat import FlatParams, check_psi, check_unit_sizes
 from .job import Job
 from .model import MLP, default_width
 from .precision import LossScaling, check_wire_dtype, default_loss_scaling
@@ -41,14 +40,6 @@ def _rank_function(stage):
         return stage, getattr(stage, "stage_name", getattr(stage, "__name__", "custom"))
     name = check_stage(stage)
     return RANK_FUNCTIONS[name], name
-
-
-def _check_count(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= {minimum}; got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
-    return operator.index(value)
 
 
 def run_job(stage, job: Job, mode: str = "fused", world_factory=None) -> StageReport:
@@ -74,7 +65,7 @@ def _activation_layers(activation_bytes, activations) -> tuple[int, ...]:
         if not isinstance(activations, ActivationShape):
             raise TypeError(f"activations must be a zero_stages.ActivationShape; got {type(activations).__name__}")
         return activations.layer_bytes()
-    act = check_size(activation_bytes, "activation_bytes", minimum=0)
+    act = check_int(activation_bytes, "activation_bytes", minimum=0, maximum=MAX_NUMEL)
     return (act,) if act else ()
 
 
@@ -120,8 +111,8 @@ def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
     if n > MAX_TRAINING_RANKS:
         raise ValueError(f"n_ranks must be at most {MAX_TRAINING_RANKS} for training runs (one thread or process "
                          f"per rank, each holding its own model states); got {n}")
-    steps = _check_count(steps, "steps", 0)
-    seed = _check_count(seed, "seed", 0)
+    steps = check_int(steps, "steps", minimum=0)
+    seed = check_int(seed, "seed", minimum=0)
     wire = check_wire_dtype(wire_dtype)
     if grads not in GRADIENT_SOURCES:
         raise ValueError(f"grads must be one of {', '.join(GRADIENT_SOURCES)}; got {grads!r}")

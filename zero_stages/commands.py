@@ -174,7 +174,7 @@ def _print_stage(report: StageReport, info: dict) -> None:
 
 
 def _torch_command(args, units, scaling) -> int:
-    from ringemu.backends.torch_zero import run_zero_on_torch  # torch is an optional extra
+    from zero_stages.torch.torch_zero import run_zero_on_torch  # torch is an optional extra
     out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
                             unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm)
     ok = all(e["parity_with_dp"] and e["parity_with_emulator"] is not False for e in out["stages"])

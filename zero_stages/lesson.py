@@ -37,7 +37,7 @@ MAX_STEPPER_RANKS = 16  # a ranks × chunks grid wider than this is not readable
 
 def stepper_panel(n_ranks: int, seed: int = 0, default: str | None = None) -> dict:
     """Every catalog algorithm of all-reduce that runs on ``n_ranks`` ranks, traced on N fixed-seed integer
-    blocks of N elements (one per chunk on the ring), with its ledger; ``default`` is shown first."""
+    blocks of max(N, chunks) elements (one per chunk on the ring), with its ledger; ``default`` is shown first."""
     runnable = [a for a in names(STEPPER_COLLECTIVE) if algorithm(STEPPER_COLLECTIVE, a).unsupported(n_ranks) is None]
     default = default or runnable[0]
     if default not in names(STEPPER_COLLECTIVE):
@@ -47,7 +47,7 @@ def stepper_panel(n_ranks: int, seed: int = 0, default: str | None = None) -> di
                          f"{algorithm(STEPPER_COLLECTIVE, default).unsupported(n_ranks)}")
     out = {}
     for name in [default] + [a for a in runnable if a != default]:
-        trace, ledger, inputs = trace_algorithm(STEPPER_COLLECTIVE, name, n_ranks, n_ranks, seed)
+        trace, ledger, inputs = trace_algorithm(STEPPER_COLLECTIVE, name, n_ranks, seed=seed)
         out[name] = stepper_data(trace, ledger, collective=STEPPER_COLLECTIVE, algorithm_name=name, inputs=inputs)
     return {"default": default, "algorithms": out, "palette": provenance_palette(n_ranks), "seed": seed}
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from .. import collectives
 from ..execute import MODES
-from ..layout import ChunkLayout, check_numel
+from ..checks import check_n_ranks, check_numel, check_timeout
+from ..layout import ChunkLayout
 from ..ledger import CommLedger
-from ..schedule import check_n_ranks
 from ..virtual import VirtualBuffer, is_virtual
 
 __all__ = ["EmulatedWorld", "EmulatorCommunicator", "RankFailure"]
@@ -120,12 +120,9 @@ class EmulatedWorld:
             raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not 0 < timeout < float("inf")):
-            raise ValueError(f"timeout must be a finite number of seconds > 0, or None; got {timeout!r}")
         self.ledger = ledger
         self.mode = mode
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout, allow_none=True)
         self._rendezvous = _Rendezvous(self.n_ranks, timeout)
 
     def communicators(self) -> list[EmulatorCommunicator]:

@@ -18,7 +18,7 @@ Two algorithms:
 
 Either way the :class:`~ringemu.ledger.CommLedger` is filled from the same ring schedules as the emulator's, so
 its counts are *modelled* traffic (``traffic_source``), not bytes observed on the wire; for what the engine
-actually sends see :mod:`ringemu.backends.wire_bytes`. Every rank records the whole world's modelled traffic.
+actually sends see ``zero_stages/torch/wire_bytes.py``. Every rank records the whole world's modelled traffic.
 Size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`) are only counted; nothing is sent.
 """
 from __future__ import annotations

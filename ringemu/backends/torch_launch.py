@@ -25,7 +25,6 @@ On a real cluster use ``torchrun`` instead, which starts the processes itself (`
 from __future__ import annotations
 
 import datetime
-import math
 import multiprocessing
 import os
 import pickle
@@ -34,24 +33,16 @@ import time
 import traceback
 from typing import Any, Callable
 
+from ..checks import check_n_ranks, check_timeout
 from ..ledger import CommLedger
-from ..schedule import check_n_ranks
 from .emulator import RankFailure
 
-__all__ = ["TorchWorld", "communicator_from_env", "check_timeout", "BACKENDS"]
+__all__ = ["TorchWorld", "communicator_from_env", "BACKENDS"]
 
 BACKENDS = ("gloo", "nccl")
 _PRELOAD = ("torch.distributed", "ringemu.backends.torch_backend")  # imported once by the forkserver
 _SILENT = "exited with code"  # how a rank that died without a report is described
 _GRACE_S = 2.0  # seconds the other ranks get to report after the first failure, before they are killed
-
-
-def check_timeout(timeout: object, name: str = "timeout") -> float:
-    """``timeout`` as a float, or a clear ValueError unless it is a finite number of seconds > 0."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-            or not timeout > 0:
-        raise ValueError(f"{name} must be a finite number of seconds > 0; got {timeout!r}")
-    return float(timeout)
 
 
 def communicator_from_env(backend: str | None = None, algorithm: str = "native", ledger: CommLedger | None = None,

@@ -37,7 +37,7 @@ def trace_html(trace, lang: str = "en") -> str:
     from .stepper import stepper_data
     ledger = CommLedger()
     ledger.record(trace.schedule, trace.layout, trace.dtype, trace.schedule.name)
-    inputs = trace.initial.buffers[:, :trace.layout.numel] if trace.schedule.initial == "all" else None
+    inputs = trace.layout.unpad(trace.initial.buffers) if trace.schedule.initial == "all" else None
     if inputs is not None and inputs.dtype.kind not in "iu":
         inputs = None  # numpy's sum is compared only for integer blocks, where it is exact
     return stepper_fragment(stepper_data(trace, ledger, inputs=inputs), lang)

@@ -19,7 +19,7 @@ from ..execute import run_schedule
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..schedule import Schedule
-from ..trace import Trace, trace_schedule
+from ..trace import Trace, trace_collective
 
 __all__ = ["stepper_data", "trace_algorithm", "provenance_text"]
 
@@ -29,24 +29,25 @@ def provenance_text(ranks) -> str:
     return "+".join(f"r{r}" for r in sorted(ranks)) or "·"
 
 
-def trace_algorithm(collective: str, algorithm_name: str, n_ranks: int, numel: int, seed: int = 0,
+def trace_algorithm(collective: str, algorithm_name: str, n_ranks: int, numel: int | None = None, seed: int = 0,
                     dtype: str = "int32", max_abs: int = 9) -> tuple[Trace, CommLedger, np.ndarray]:
-    """Trace ``algorithm_name`` of ``collective`` on fixed-seed integer blocks (values in [-max_abs, max_abs]),
-    and run the whole schedule once more on its own, recording it in a CommLedger.
+    """Trace ``algorithm_name`` of ``collective`` on fixed-seed integer blocks (values in [-max_abs, max_abs],
+    :func:`ringemu.trace.trace_collective`), and run the whole schedule once more on its own, recording it in a
+    CommLedger. ``numel`` defaults to max(N, the schedule's chunks): one value per chunk where chunks are many.
 
     Returns (trace, ledger, inputs). The whole run's final buffers equal the trace's (checked).
     """
-    schedule = build(collective, n_ranks, algorithm_name)
-    world = integer_blocks(n_ranks, numel, seed, dtype, max_abs=min(max_abs, value_bound(n_ranks, dtype)))
-    trace = trace_schedule(schedule, world)
+    if numel is None:
+        numel = max(n_ranks, build(collective, n_ranks, algorithm_name).n_chunks)
+    trace = trace_collective(collective, n_ranks, numel, dtype, seed, max_abs, algorithm_name)
+    inputs = integer_blocks(n_ranks, numel, seed, dtype, max_abs=min(max_abs, value_bound(n_ranks, dtype)))
     ledger = CommLedger()
-    layout = ChunkLayout(numel, schedule.n_chunks)
-    ledger.record(schedule, layout, world.dtype, collective)
+    ledger.record(trace.schedule, trace.layout, trace.dtype, collective)
     whole = trace.initial.buffers.copy()
-    run_schedule(schedule, whole, "fused")
+    run_schedule(trace.schedule, whole, "fused")
     if not np.array_equal(whole, trace.final):
-        raise AssertionError(f"{schedule.name}: the whole run and the step-by-step trace disagree")
-    return trace, ledger, world
+        raise AssertionError(f"{trace.schedule.name}: the whole run and the step-by-step trace disagree")
+    return trace, ledger, inputs
 
 
 def _step_ledger(schedule: Schedule, rows: np.ndarray, layout: ChunkLayout, dtype) -> CommLedger:
@@ -54,7 +55,7 @@ def _step_ledger(schedule: Schedule, rows: np.ndarray, layout: ChunkLayout, dtyp
     one[:, 0] = 0
     ledger = CommLedger()
     ledger.record(Schedule(f"{schedule.name}[step]", schedule.n_ranks, schedule.n_chunks, 1, one, schedule.initial,
-                           schedule.final), layout, dtype, "step")
+                           schedule.final, schedule.exchange), layout, dtype, "step")
     return ledger
 
 
@@ -145,7 +146,7 @@ def stepper_data(trace: Trace, ledger: CommLedger, *, collective: str | None = N
     if inputs is not None:
         out["numpy_sum"] = [int(v) for v in inputs.sum(axis=0, dtype=np.int64).tolist()]
         out["numpy_sum_text"] = " ".join(map(str, out["numpy_sum"]))
-        final = trace.final[:, :lay.numel]
+        final = lay.unpad(trace.final)
         out["final_rows_equal_numpy"] = [bool(np.array_equal(row.astype(np.int64), inputs.sum(axis=0, dtype=np.int64)))
                                          for row in final] if sched.final == "reduced-all" else None
         out["all_equal"] = bool(out["final_rows_equal_numpy"]) and all(out["final_rows_equal_numpy"])

@@ -15,7 +15,10 @@
     this.mem = data.memory ? { preset: 0, stage: 0, n: null, rc: null, term: null } : null;
     this.st = data.stepper ? { alg: data.stepper["default"], step: 0 } : null;
   }
-  Page.prototype.L = function (key) { var t = this.data.labels[this.lang]; return (t && t[key] !== undefined) ? t[key] : key; };
+  Page.prototype.L = function (key, fallback) {
+    var t = this.data.labels[this.lang];
+    return (t && t[key] !== undefined) ? t[key] : (fallback !== undefined ? fallback : key);
+  };
   Page.prototype.T = function (obj) { return (obj && typeof obj === "object") ? (obj[this.lang] || obj.en) : obj; };
 
   Page.prototype.i18n = function () {
@@ -215,7 +218,7 @@
     $(root, "slider").max = String(a.n_steps); $(root, "slider").value = String(k);
     $(root, "step-text").textContent = this.L("step") + " " + k + " / " + a.n_steps;
     $(root, "step-text").setAttribute("data-step", k);
-    var ph = $(root, "phase"); ph.textContent = this.L("phase_" + s.phase);
+    var ph = $(root, "phase"); ph.textContent = this.L("phase_" + s.phase, s.phase);
     ph.className = "phase " + (s.phase === "reduce-scatter" ? "rs" : s.phase === "all-gather" ? "ag" : "other");
     $(root, "alg-summary").textContent = a.summary ? (a.summary + " — " + a.source) : "";
     /* ring picture */

@@ -12,7 +12,7 @@ collectives (``algorithm="native"``) add floats in gloo's order, not the ring's,
 schedule over point-to-point messages (``algorithm="ring"``) adds in the emulator's order and agrees.
 
 Traffic in the result is the ledger's: modelled from the ring schedules (``traffic_source``); for bytes observed
-on the wire see :mod:`ringemu.backends.wire_bytes`.
+on the wire see :mod:`zero_stages.torch.wire_bytes`.
 """
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ import hashlib
 
 import numpy as np
 
+from ringemu.backends.torch_launch import TorchWorld
+from ringemu.checks import check_timeout
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
 from zero_stages import api
 from zero_stages.closed_forms import STAGES, check_stage
 from zero_stages.job import Job
 from zero_stages.report import build_report, parity_mismatches, stage_json
-
-from .torch_launch import TorchWorld, check_timeout
 
 __all__ = ["run_zero_on_torch", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE"]
 
