@@ -3,7 +3,7 @@
 ``file://`` with no server and no network, and :func:`external_urls` finds no URL in it.
 
 The page is generic: it shows the panels its data holds (``memory`` — bars and formula terms; ``stepper`` — traced
-collectives; ``comm`` — a communication strip). Whoever builds the data (e.g. ``zero_stages.lesson``) runs
+collectives; ``comm`` — a communication strip). Whoever builds the data (the lesson command of the stages package) runs
 ringemu for every value shown; the script only looks values up. :func:`stepper_fragment` is the stepper alone,
 for notebooks, with a static SVG of the final state for front-ends that do not run scripts.
 """
