@@ -43,9 +43,16 @@ class Preset:
     """A model and its default N; ``activations`` maps a recomputation choice to a shape (None: not counted)."""
 
     def __init__(self, id: str, label: dict, psi: int, default_n: int, activations: dict, default_recompute: str,
-                 note: dict):
+                 note: dict, unit_sizes: tuple[int, ...] | None = None):
+        if unit_sizes is not None and sum(unit_sizes) != psi:
+            raise ValueError(f"unit_sizes of preset {id!r} must sum to psi = {psi:,}")
         self.id, self.label, self.psi, self.default_n = id, label, psi, default_n
         self.activations, self.default_recompute, self.note = activations, default_recompute, note
+        self.unit_sizes = unit_sizes
+
+    def size(self) -> dict:
+        """The size keyword of the size-only runs: the units if given, else Ψ as one unit."""
+        return {"unit_sizes": self.unit_sizes} if self.unit_sizes else {"psi": self.psi}
 
 
 PRESETS = (
@@ -169,7 +176,7 @@ def _point(preset: Preset, report: dict, n: int, shape, scale: int) -> dict:
 
 
 def _preset_data(preset: Preset, ranks, card_bytes: int) -> dict:
-    reports = {rc: {n: memory_report(n, psi=preset.psi, activations=shape, card_bytes=card_bytes) for n in ranks}
+    reports = {rc: {n: memory_report(n, activations=shape, card_bytes=card_bytes, **preset.size()) for n in ranks}
                for rc, shape in preset.activations.items()}
     tallest = max(max(row["peak_bytes"], sum(t["value"] for t in formula_terms(row["name"], preset.psi, n,
                                                                                  preset.activations[rc])))
@@ -185,6 +192,7 @@ def _preset_data(preset: Preset, ranks, card_bytes: int) -> dict:
     fits = {rc: {"model_states": first_fits(by_n, "model_states_fit"), "peak": first_fits(by_n, "peak_fits")}
             for rc, by_n in reports.items()}
     return {"id": preset.id, "label": preset.label, "psi": preset.psi, "psi_text": f"{preset.psi:,}",
+            "unit_sizes": list(preset.unit_sizes) if preset.unit_sizes else [preset.psi],
             "default_n": preset.default_n, "default_recompute": preset.default_recompute,
             "recompute": list(preset.activations), "note": preset.note, "chart": chart, "points": points,
             "first_fits": fits,
