@@ -93,7 +93,18 @@ def test_cli_plot(tmp_path, monkeypatch, capsys):
     assert "ZeRO-3 fits from N = 8" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, flag", [(["-o", "x.pdf"], "-o"), (["-o", "x.svg", "--measure", "max"], "--measure")])
+def test_algorithm_traffic_chart_reads_the_ledgers():
+    _need_matplotlib()
+    from ringemu.algorithms import names
+    from zero_stages.plots import algorithm_traffic_chart
+    chart = algorithm_traffic_chart(1000, ranks=(2, 4, 8))
+    assert list(chart.series) == list(names("all-reduce"))
+    # ring all-reduce: each rank sends 2(N-1)·ceil(S/N) elements of 2 B (Patarasuk & Yuan 2009): N = 8 → 3,500 B
+    xs, ys = chart.series["ring"]
+    assert dict(zip(xs, ys))[8] == 2 * 7 * 125 * 2
+
+
+@pytest.mark.parametrize("argv, flag", [(["-o", "x.pdf"], "-o"), (["-o", "x.svg", "--algorithms"], "--algorithms"), (["-o", "x.svg", "--measure", "max"], "--measure")])
 def test_cli_plot_bad_flags(argv, flag, capsys):
     code = None
     try:

@@ -4,20 +4,24 @@ size-only runs (:func:`~zero_stages.memory_report.memory_report`), drawn by :mod
 * memory: model states per rank (``--measure states``, the lesson's reading, claim M6) or the peak per rank
   (``--measure peak``: model states + activations + buffers in flight), the card's line, and for each stage the
   first N of the grid at which it fits, annotated at that point from the same reports;
-* traffic: bytes the busiest rank sends per step (ZeRO §7: 2(N−1)/N·Ψ·2 B, 3(N−1)/N·Ψ·2 B for ZeRO-3).
+* traffic: bytes the busiest rank sends per step (ZeRO §7: 2(N−1)/N·Ψ·2 B, 3(N−1)/N·Ψ·2 B for ZeRO-3); with
+  ``--algorithms``, DP's gradient all-reduce of Ψ 16-bit elements by every all-reduce algorithm of the catalog
+  (``ringemu.algorithms.names``), each counted by its CommLedger on size-only buffers, where it supports N.
 """
 from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
 
+from ringemu import CommLedger, VirtualBuffer, all_reduce
+from ringemu.algorithms import algorithm, names
 from ringemu.units import GB, format_decimal
 from ringemu.views.plot import Chart, save
 
 from .lesson_memory import RANKS_GRID, STAGE_LABELS
 from .memory_report import first_fits, memory_report
 
-__all__ = ["register", "plot_command", "memory_chart", "traffic_chart", "MEASURES"]
+__all__ = ["register", "plot_command", "memory_chart", "traffic_chart", "algorithm_traffic_chart", "MEASURES"]
 
 MEASURES = {"states": ("model_states_fit", "model states per rank"), "peak": ("peak_fits", "peak per rank")}
 
@@ -63,6 +67,24 @@ def traffic_chart(reports: dict[int, dict]) -> Chart:
                  yscale=GB, yunit=" GB")
 
 
+def algorithm_traffic_chart(psi: int, ranks=RANKS_GRID, wire_dtype: str = "bf16") -> Chart:
+    """Bytes the busiest rank sends in one all-reduce of Ψ elements, per catalog algorithm, against N; each point
+    is a CommLedger filled by the algorithm's schedule on a size-only world (skipped where N is unsupported)."""
+    series = {}
+    for name in names("all-reduce"):
+        xs, ys = [], []
+        for n in ranks:
+            if algorithm("all-reduce", name).unsupported(n) is None:
+                ledger = CommLedger()
+                all_reduce(VirtualBuffer((n, psi), wire_dtype), ledger=ledger, algorithm=name)
+                xs.append(n)
+                ys.append(ledger.max_sent_bytes_per_rank())
+        series[name] = (xs, ys)
+    return Chart(title=f"all-reduce of Ψ = {psi:,} ({wire_dtype}) by algorithm, size-only CommLedgers",
+                 xlabel="N (ranks)", ylabel="bytes sent by the busiest rank (GB = 10^9 B)", series=series,
+                 logy=True, yscale=GB, yunit=" GB")
+
+
 def register(subparsers) -> None:
     from .commands import _integer, _positive_decimal, _unit_list, add_activation_arguments
     from .flat import MAX_PSI
@@ -77,6 +99,9 @@ def register(subparsers) -> None:
     p.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80), help="card memory in GB; default 80")
     p.add_argument("--measure", choices=tuple(MEASURES), default="states",
                    help="memory: model states per rank (default) or the peak per rank")
+    p.add_argument("--algorithms", action="store_true",
+                   help="traffic: DP's all-reduce by every algorithm of the catalog instead of the four stages "
+                        "(--params only)")
     add_activation_arguments(p)
     p.set_defaults(handler=plot_command)
 
@@ -86,6 +111,12 @@ def plot_command(args) -> int:
     if not str(args.output).lower().endswith((".png", ".svg")):
         raise ValueError(f"-o must name a .png or .svg file; got {args.output!r}")
     _, size = model_size(args)
+    if args.algorithms:
+        if args.what != "traffic" or "psi" not in size:
+            raise ValueError("--algorithms draws traffic for --params only (one all-reduce of Ψ elements)")
+        path = save(algorithm_traffic_chart(size["psi"]), args.output)
+        print(f"wrote {path}")
+        return 0
     shape = activation_shape(args)
     card = Fraction(args.gpu_gb) * GB
     reports = {n: memory_report(n, activations=shape, card_bytes=card, **size) for n in RANKS_GRID}
