@@ -2,7 +2,7 @@
 
 Every subcommand takes ``--json``. Bad input prints one line ``ringemu: error: ...`` and exits 2.
 
-Wiring. ``ringemu``'s own groups (``demo``, ``run``, ``trace``, ``count``; ``bench``) are plain imports below.
+Wiring. ``ringemu``'s own groups (``demo``, ``run``, ``trace``, ``count``; ``bench``; ``compare``) are plain imports below.
 Packages built *on top of* ringemu (the ZeRO stages, the proofs) plug their commands in through the entry-point
 group :data:`ENTRY_POINT_GROUP`, declared in ``setup.cfg`` under ``[options.entry_points]``; each entry names a
 module that defines ``register(subparsers)``. ringemu itself never imports those packages (the arrow points from
@@ -19,13 +19,13 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import bench_command, commands
+from . import bench_command, commands, compare_command
 from .backends.emulator import RankFailure
 
 __all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
 ENTRY_POINT_GROUP = "ringemu.commands"
-_BUILT_IN = (commands, bench_command)  # demo, run, trace, count; bench
+_BUILT_IN = (commands, bench_command, compare_command)  # demo, run, trace, count; bench; compare
 _SOURCE_SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
 
 
@@ -71,15 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly (before OSError, its base)
+        sys.stderr.close()
+        return 0
     except (ValueError, TypeError, OSError) as exc:  # bad input, bad path: one line, exit 2
         print(f"ringemu: error: {exc}", file=sys.stderr)
         return 2
     except (RankFailure, MemoryError) as exc:  # a run that failed: one line, exit 1
         print(f"ringemu: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
-        sys.stderr.close()
-        return 0
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ringemu.algorithms import DEFAULT_ALGORITHM
 from ringemu.backends.emulator import EmulatedWorld
 from ringemu.blocks import value_bound
 from ringemu.checks import MAX_NUMEL, check_int, check_n_ranks
@@ -42,17 +43,21 @@ def _rank_function(stage):
     return RANK_FUNCTIONS[name], name
 
 
-def run_job(stage, job: Job, mode: str = "fused", world_factory=None) -> StageReport:
+def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
+            algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
     """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``.
 
-    The ranks run in ``EmulatedWorld(n, comm_ledger, mode)``, or in ``world_factory(n, comm_ledger)``: any world
+    The ranks run in ``EmulatedWorld(n, comm_ledger, mode, algorithm=algorithm)`` (``algorithm``: a name of
+    :func:`ringemu.backends.communicator_algorithms`; every stage's reduce-scatter adds in the order of the same
+    algorithm's all-reduce, so parity with DP holds for each), or in ``world_factory(n, comm_ledger)``: any world
     whose ``run(fn, job)`` calls ``fn(comm, job)`` once per rank with a Communicator and returns the results in
     rank order (e.g. ``ringemu.backends.torch_launch.TorchWorld``, one torch.distributed process per rank).
     """
     fn, name = _rank_function(stage)
     comm = CommLedger()
     n = job.flat.n_ranks
-    world = EmulatedWorld(n, comm, mode=mode) if world_factory is None else world_factory(n, comm)
+    world = (EmulatedWorld(n, comm, mode=mode, algorithm=algorithm) if world_factory is None
+             else world_factory(n, comm))
     results = world.run(fn, job)
     return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
                         job.memory, comm)
@@ -86,17 +91,19 @@ def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activat
 
 
 def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
-                  loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None) -> StageReport:
+                  loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None,
+                  algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
     """One training step of ``stage`` on size-only buffers: the ledgers count, nothing is computed.
 
     Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. Activations are
     recorded layer by layer from ``activations`` (an :class:`~zero_stages.activations.ActivationShape`,
-    Korthikanti et al. 2022), or as one block of ``activation_bytes`` per rank. bf16 runs without loss scaling; fp16 adds the
-    one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``).
+    Korthikanti et al. 2022), or as one block of ``activation_bytes`` per rank. bf16 runs without loss scaling;
+    fp16 adds the one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``). The collectives run
+    ``algorithm`` (:func:`run_job`).
     """
     _rank_function(stage)
     return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling,
-                                        activations))
+                                        activations), algorithm=algorithm)
 
 
 def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
@@ -129,15 +136,17 @@ def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
 
 def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
           micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
-          loss_scaling: LossScaling | None = None, record_history: bool = True, mode: str = "fused") -> StageReport:
+          loss_scaling: LossScaling | None = None, record_history: bool = True, mode: str = "fused",
+          algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
     """Train with real numbers for ``steps`` steps on ``n_ranks`` emulated ranks; keep every rank's final state
     (and, with ``record_history``, its state after every step) so that parity with DP can be checked.
 
     ``grads="model"`` trains :class:`~zero_stages.model.MLP` (``unit_sizes`` default ``DEFAULT_UNIT_SIZES``,
     ``width`` default :func:`~zero_stages.model.default_width`); ``grads="blocks"`` feeds fixed-seed integer
-    blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none.
+    blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none. The collectives run
+    ``algorithm`` (a name of :func:`ringemu.backends.communicator_algorithms`, default the ring).
     """
     _rank_function(stage)
     job = training_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, micro_batch=micro_batch, width=width,
                        adam=adam, loss_scaling=loss_scaling, record_history=record_history)
-    return run_job(stage, job, mode)
+    return run_job(stage, job, mode, algorithm=algorithm)

@@ -12,12 +12,14 @@ import math
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from ringemu.algorithms import DEFAULT_ALGORITHM
+from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
 from ringemu.units import GB, format_gb
 
 from .activations import RECOMPUTE, ActivationShape
 from .anchor import ANCHOR_UNIT_SIZES, ANCHOR_UNITS_ASSUMPTION
-from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, run_size_only, train
+from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, train
 from .closed_forms import STAGES
 from .flat import MAX_PSI
 from .memory_report import memory_report
@@ -109,9 +111,10 @@ def register(subparsers) -> None:
     z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16, help="initial (or static) loss scale")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
-    z.add_argument("--torch-algorithm", choices=("ring", "native"), default="ring",
-                   help="torch backend: ringemu's ring schedule over send/recv (default; the emulator's summation "
-                        "order), or the engine's own collectives (gloo's order)")
+    _algorithm_argument(z)
+    z.add_argument("--torch-algorithm", choices=(NATIVE, *communicator_algorithms()), default=None,
+                   help="torch backend: a registry schedule over send/recv (default: --algorithm, the emulator's "
+                        "summation order), or native, the engine's own collectives (gloo's order)")
     z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0,
                    help="torch backend: seconds before a stage's run is declared hung and its processes are killed")
     z.add_argument("--json", action="store_true")
@@ -134,6 +137,7 @@ def register(subparsers) -> None:
                    help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
     add_activation_arguments(m)
+    _algorithm_argument(m)
     m.add_argument("--json", action="store_true")
     m.set_defaults(handler=memory_command)
 
@@ -150,6 +154,12 @@ def add_activation_arguments(parser) -> None:
     act.add_argument("--recompute", choices=RECOMPUTE, default="selective",
                      help="none: s·b·h·(34 + 5·a·s/h) B per layer; selective: 34·s·b·h; full: 2·s·b·h (default "
                           "selective)")
+
+
+def _algorithm_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--algorithm", choices=communicator_algorithms(), default=DEFAULT_ALGORITHM,
+                   help=f"the collectives' algorithm, from the catalog (default {DEFAULT_ALGORITHM}; "
+                        f"`ringemu compare` lists them)")
 
 
 def _print_stage(report: StageReport, info: dict) -> None:
@@ -176,7 +186,7 @@ def _print_stage(report: StageReport, info: dict) -> None:
 def _torch_command(args, units, scaling) -> int:
     from zero_stages.torch.torch_zero import run_zero_on_torch  # torch is an optional extra
     out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
-                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm)
+                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm or args.algorithm)
     ok = all(e["parity_with_dp"] and e["parity_with_emulator"] is not False for e in out["stages"])
     if args.json:
         print(json.dumps(out))
@@ -207,18 +217,21 @@ def zero_command(args) -> int:
     if args.backend == "torch":
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
-    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling)
+    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
+                        algorithm=args.algorithm)
                for s in stages}
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
     infos = {s: stage_json(reports[s], dp) for s in shown}
     out = {"ranks": dp.n_ranks, "steps": dp.steps, "dtype": dp.wire_dtype, "seed": args.seed, "grads": args.grads,
-           "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "stages": [infos[s] for s in shown]}
+           "algorithm": args.algorithm, "unit_sizes": list(dp.unit_sizes), "psi": dp.psi,
+           "stages": [infos[s] for s in shown]}
     if args.json:
         print(json.dumps(out))
     else:
         print(f"{args.grads} gradients, Ψ = {dp.psi} in units {list(dp.unit_sizes)}, N = {dp.n_ranks}, "
-              f"{dp.steps} steps, {dp.wire_dtype}, seed {args.seed}; skipped steps {dp.skipped_steps}")
+              f"{dp.steps} steps, {dp.wire_dtype}, seed {args.seed}, {args.algorithm} collectives; skipped steps "
+              f"{dp.skipped_steps}")
         for s in shown:
             _print_stage(reports[s], infos[s])
     return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
@@ -250,7 +263,8 @@ def memory_command(args) -> int:
     card = Fraction(args.gpu_gb) * GB  # bytes, exact
     activations = activation_shape(args)
     units, size = model_size(args)
-    out = memory_report(args.ranks, activations=activations, card_bytes=card, wire_dtype=args.dtype, **size)
+    out = memory_report(args.ranks, activations=activations, card_bytes=card, wire_dtype=args.dtype,
+                        algorithm=args.algorithm, **size)
     out["gpu_gb"] = f"{args.gpu_gb:f}"
     assumptions = ([ANCHOR_UNITS_ASSUMPTION] if args.anchor else []) + \
         (activations.assumptions() if activations else ["no activations counted (give --seq, --batch, --hidden, "
@@ -265,8 +279,8 @@ def memory_command(args) -> int:
         return 0
     psi = out["params"]
     shape = f" in {len(units)} units" if units else ""
-    print(f"Ψ = {psi:,} parameters{shape}, N = {args.ranks} ranks, {args.dtype}, card {args.gpu_gb:f} GB "
-          f"(GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
+    print(f"Ψ = {psi:,} parameters{shape}, N = {args.ranks} ranks, {args.dtype}, {args.algorithm} collectives, "
+          f"card {args.gpu_gb:f} GB (GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
     for line in assumptions:
         print(f"assumes: {line}")
     print(f"{'stage':<6} {'model states B/rank':>20} {'GB':>7} {'states fit':>10} {'activations B':>16} "

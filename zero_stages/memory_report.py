@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ringemu.algorithms import DEFAULT_ALGORITHM
 from ringemu.memory import CATEGORIES, MODEL_STATE_CATEGORIES
 from ringemu.units import GB
 
@@ -73,13 +74,15 @@ def stage_memory(report, card_bytes) -> dict:
 
 
 def memory_report(n_ranks: int, psi: int | None = None, unit_sizes=None, activations: ActivationShape | None = None,
-                  card_bytes=CARD_80GB, wire_dtype: str = "bf16", stages=STAGES) -> "MemoryReport":
-    """Every stage's :func:`stage_memory` row for one setting, plus the setting (JSON-ready)."""
+                  card_bytes=CARD_80GB, wire_dtype: str = "bf16", stages=STAGES,
+                  algorithm: str = DEFAULT_ALGORITHM) -> "MemoryReport":
+    """Every stage's :func:`stage_memory` row for one setting (collectives by ``algorithm``), plus the setting
+    (JSON-ready)."""
     units = list(unit_sizes) if unit_sizes is not None else None
     rows = [stage_memory(run_size_only(s, n_ranks, psi=psi, unit_sizes=units, wire_dtype=wire_dtype,
-                                       activations=activations), card_bytes) for s in stages]
+                                       activations=activations, algorithm=algorithm), card_bytes) for s in stages]
     total = sum(units) if units is not None else psi
-    return MemoryReport(params=total, unit_sizes=units or [total], ranks=n_ranks, dtype=wire_dtype,
+    return MemoryReport(params=total, unit_sizes=units or [total], ranks=n_ranks, dtype=wire_dtype, algorithm=algorithm,
                         card_bytes=str(Fraction(card_bytes)),
                         activations=activations.as_dict() if activations else None, stages=rows)
 

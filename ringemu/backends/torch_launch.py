@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from ..checks import check_n_ranks, check_timeout
 from ..ledger import CommLedger
+from .base import NATIVE
 from .emulator import RankFailure
 
 __all__ = ["TorchWorld", "communicator_from_env", "BACKENDS"]
@@ -45,7 +46,7 @@ _SILENT = "exited with code"  # how a rank that died without a report is describ
 _GRACE_S = 2.0  # seconds the other ranks get to report after the first failure, before they are killed
 
 
-def communicator_from_env(backend: str | None = None, algorithm: str = "native", ledger: CommLedger | None = None,
+def communicator_from_env(backend: str | None = None, algorithm: str = NATIVE, ledger: CommLedger | None = None,
                           timeout: float = 600.0):
     """Initialise the default process group from torchrun's environment (``RANK``, ``WORLD_SIZE``,
     ``MASTER_ADDR``, ``MASTER_PORT``, ``LOCAL_RANK``) and return this process's TorchCommunicator.
@@ -105,23 +106,23 @@ class TorchWorld:
     """N ranks as N processes on this machine, joined by torch.distributed (``backend`` gloo or nccl).
 
     ``ledger``, if given, receives rank 0's records after :meth:`run` (every rank records the same modelled
-    traffic; the ranks' ledgers are checked to agree). ``algorithm`` is passed to each TorchCommunicator.
+    traffic; the ranks' ledgers are checked to agree). ``algorithm`` (``"native"`` or a registry name) is
+    passed to each TorchCommunicator.
     ``timeout`` bounds the whole run, start-up included, in seconds.
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, backend: str = "gloo",
-                 algorithm: str = "native", timeout: float = 120.0, start_method: str | None = None):
+                 algorithm: str = NATIVE, timeout: float = 120.0, start_method: str | None = None):
         self.n_ranks = check_n_ranks(n_ranks)
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
         timeout = check_timeout(timeout)
         try:
-            from .torch_backend import ALGORITHMS
+            from .torch_backend import check_torch_algorithm
         except ModuleNotFoundError as exc:  # torch is the optional extra ringemu[torch]
             raise ValueError(f"the torch backend needs torch ({exc}); install it with pip install "
                              f"'ringemu[torch]'") from exc
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
+        algorithm = check_torch_algorithm(algorithm, self.n_ranks)
         methods = multiprocessing.get_all_start_methods()
         start_method = start_method or ("forkserver" if "forkserver" in methods else "spawn")
         if start_method not in methods or start_method == "fork":
