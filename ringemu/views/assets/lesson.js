@@ -321,6 +321,7 @@
   };
 
   document.querySelectorAll("[data-ringemu-page]").forEach(function (root) {
+    if (root.ringemuPage) { return; } /* a notebook runs this script once per output cell: start each page once */
     var data = JSON.parse(document.getElementById(root.getAttribute("data-ringemu-page")).textContent);
     var page = new Page(root, data); page.start(); root.ringemuPage = page;
   });
