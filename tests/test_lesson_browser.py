@@ -228,6 +228,23 @@ def data_labels(page) -> dict:
     return json.loads(page.text_content("#ringemu-data"))["labels"]
 
 
+def test_notebook_fragments_run_once_each(browser_page, tmp_path):
+    """Two Trace._repr_html_ outputs on one page: each stepper steps on its own, once per click."""
+    page, _, _, _, _ = browser_page
+    trace = trace_collective("all-reduce", 3, 3, "int32", 1)
+    doc = tmp_path / "cells.html"
+    doc.write_text("<!DOCTYPE html><html><body>" + trace._repr_html_() + trace._repr_html_() + "</body></html>",
+                   encoding="utf-8")
+    other = page.context.browser.new_page()
+    errors = []
+    other.on("pageerror", lambda e: errors.append(str(e)))
+    other.goto(doc.as_uri())
+    other.locator('[data-role="next"]').first.click()
+    steps = other.eval_on_selector_all('[data-role="step-text"]', "els => els.map(e => e.dataset.step)")
+    assert steps == ["1", "0"] and errors == []
+    other.close()
+
+
 def test_no_console_errors_and_nothing_leaves_file(browser_page):
     page, _, errors, requests, _ = browser_page
     assert errors == []
