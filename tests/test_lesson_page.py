@@ -135,3 +135,13 @@ def test_cli_lesson_writes_the_page(tmp_path, monkeypatch, capsys):
     assert data["lang"] == "zh" and data["memory"]["ranks"] == [1, 8] and data["stepper"]["seed"] == 2
     assert data["stepper"]["algorithms"]["ring"]["n_ranks"] == 3 and external_urls(page) == []
     assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kwargs, error, match", [(dict(n_ranks=1), ValueError, "n_ranks"),
+                                                  (dict(n_ranks=4.0), TypeError, "n_ranks"),
+                                                  (dict(seed=-1), ValueError, "seed"),
+                                                  (dict(algorithm_name="nope"), ValueError, "algorithm")])
+def test_lesson_data_bad_input(kwargs, error, match):
+    from zero_stages.lesson import lesson_data
+    with pytest.raises(error, match=match):
+        lesson_data(**kwargs)

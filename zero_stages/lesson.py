@@ -11,11 +11,11 @@ The page itself is :func:`ringemu.views.page_html`; this module only gathers the
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 from ringemu.algorithms import algorithm, names
+from ringemu.checks import check_int
 from ringemu.units import format_gb
 from ringemu.views import page_html
 from ringemu.views.html import provenance_palette
@@ -85,39 +85,19 @@ def lesson_data(n_ranks: int = 4, seed: int = 0, algorithm_name: str | None = No
     """All the page's data: memory grid (``ranks_grid``, default :data:`RANKS_GRID`), stepper and communication
     strip, every value from a run."""
     ranks_grid = RANKS_GRID if ranks_grid is None else ranks_grid
-    if not isinstance(n_ranks, int) or isinstance(n_ranks, bool) or not 2 <= n_ranks <= MAX_STEPPER_RANKS:
-        raise ValueError(f"ranks must be an integer from 2 to {MAX_STEPPER_RANKS} (the stepper's grid); "
-                         f"got {n_ranks!r}")
-    return {"memory": memory_panel(ranks_grid, presets), "stepper": stepper_panel(n_ranks, seed, algorithm_name),
-            "comm": comm_panel(n_ranks)}
-
-
-def _ranks(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 2 <= value <= MAX_STEPPER_RANKS:
-        raise argparse.ArgumentTypeError(f"must be an integer from 2 to {MAX_STEPPER_RANKS}; got {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}")
-    return value
+    check_int(n_ranks, "n_ranks", minimum=2, maximum=MAX_STEPPER_RANKS)  # the stepper's grid stays readable
+    check_int(seed, "seed", minimum=0)
+    stepper = stepper_panel(n_ranks, seed, algorithm_name)  # checks the algorithm before the longer runs
+    return {"memory": memory_panel(ranks_grid, presets), "stepper": stepper, "comm": comm_panel(n_ranks)}
 
 
 def register(subparsers) -> None:
+    from .commands import _integer
     p = subparsers.add_parser("lesson", help="write the lesson's three experiments as one offline HTML page")
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
     p.add_argument("--lang", choices=LANGS, default="en", help="labels in English or Chinese (a button switches)")
-    p.add_argument("--ranks", type=_ranks, default=4, help=f"N of the ring stepper (2 to {MAX_STEPPER_RANKS})")
-    p.add_argument("--seed", type=_seed, default=0, help="seed of the stepper's integer blocks")
+    p.add_argument("--ranks", type=_integer(2, MAX_STEPPER_RANKS), default=4, help=f"N of the ring stepper (2 to {MAX_STEPPER_RANKS})")
+    p.add_argument("--seed", type=_integer(0), default=0, help="seed of the stepper's integer blocks")
     p.add_argument("--algorithm", choices=names(STEPPER_COLLECTIVE), default=None,
                    help="the all-reduce algorithm the stepper shows first (all runnable ones are in the page)")
     p.set_defaults(handler=lesson_command)
