@@ -36,7 +36,7 @@ BAR_CATEGORIES = (
 STAGE_LABELS = {"dp": {"en": "DP", "zh": "数据并行"}, "zero1": {"en": "ZeRO-1", "zh": "ZeRO-1"},
                 "zero2": {"en": "ZeRO-2", "zh": "ZeRO-2"}, "zero3": {"en": "ZeRO-3", "zh": "ZeRO-3"}}
 _SHARDED = {"dp": (), "zero1": ("opt",), "zero2": ("opt", "g16"), "zero3": ("opt", "g16", "w16")}  # ZeRO §5.1
-_CHART = {"width": 620, "height": 330, "top": 12, "bottom": 290, "x0": 70, "group": 135, "bar": 50, "gap": 4}
+_CHART = {"width": 690, "height": 330, "top": 12, "bottom": 290, "x0": 70, "group": 135, "bar": 50, "gap": 4}
 
 
 class Preset:

@@ -62,7 +62,7 @@ _MEMORY = """
  </div>
  <div class="legend" data-role="legend"></div>
  <div class="flex">
-  <svg data-role="mem-svg" id="mem-svg" width="620" height="330" viewBox="0 0 620 330" role="img"
+  <svg data-role="mem-svg" id="mem-svg" width="690" height="330" viewBox="0 0 690 330" role="img"
        aria-labelledby="mem-h"></svg>
   <div><table class="counters" data-role="mem-table"></table>
    <h3 data-i18n="first_fits_title"></h3><ul data-role="first-fits"></ul></div>

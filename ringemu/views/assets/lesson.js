@@ -115,7 +115,7 @@
       top.textContent = st.peak_gb + " GB"; g.appendChild(top);
     });
     s("line", {"class": "card", "x1": 56, "x2": ch.width, "y1": ch.card_y, "y2": ch.card_y, "data-role": "card-line", "data-bytes": m.card_bytes});
-    s("text", {"x": ch.width - 140, "y": ch.card_y - 5}, m.card_gb + " GB " + this.L("card"));
+    s("text", {"x": ch.width - 96, "y": ch.card_y - 5}, m.card_gb + " GB " + this.L("card"));
     /* table of the stages at this point */
     var tb = $(root, "mem-table"); tb.innerHTML = "";
     var hr = el("tr"); ["stage", "model_states", "states_fit", "activations", "buffers", "peak", "peak_fits"].forEach(function (k) { hr.appendChild(el("th", {}, self.L(k))); });
