@@ -18,7 +18,6 @@ from ringemu.algorithms import build
 from ringemu.cli import main
 from ringemu.layout import ChunkLayout
 from ringemu.schedule import Schedule
-from zero_stages.anchor import ANCHOR_PSI
 
 from lesson_support import LESSON_GRID, LESSON_RANKS, LESSON_SEED, lesson_page
 
@@ -133,6 +132,12 @@ def test_every_algorithm_in_the_selector(browser_page):
     page.select_option('[data-role="alg-select"]', options[0])
 
 
+def _anchor_size(data) -> list[str]:
+    """The ``ringemu memory`` size flags of the page's anchor preset (Ψ as one unit, or its unit sizes)."""
+    units = data["memory"]["presets"][0]["unit_sizes"]
+    return ["--params", str(units[0])] if len(units) == 1 else ["--units", ",".join(map(str, units))]
+
+
 def _memory_json(*argv) -> dict:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -146,7 +151,7 @@ def test_formula_terms_highlight_their_segments(browser_page):
     page.select_option("#rc-select", "selective")
     for _ in range(3):
         page.click('[data-role="next-stage"]')  # DP -> ZeRO-1 -> ZeRO-2 -> ZeRO-3
-    report = _memory_json("--params", str(ANCHOR_PSI), "--ranks", "8", "--seq", "4096", "--batch", "1", "--hidden",
+    report = _memory_json(*_anchor_size(data), "--ranks", "8", "--seq", "4096", "--batch", "1", "--hidden",
                           "5120", "--layers", "64", "--recompute", "selective")
     z3 = report["stages"][3]
     at_peak = dict(z3["at_peak_by_category"], buffers=z3["buffer_bytes_at_peak"])
@@ -168,14 +173,14 @@ def test_formula_terms_highlight_their_segments(browser_page):
 
 
 def test_first_fits_at_n_1024_match_ringemu_memory(browser_page):
-    page, _, _, _, path = browser_page
+    page, data, _, _, path = browser_page
     page.click('button[data-preset="anchor"]')
     page.select_option("#n-select", "1024")
     for rc in ("off", "full"):
         page.select_option("#rc-select", rc)
         flags = [] if rc == "off" else ["--seq", "4096", "--batch", "1", "--hidden", "5120", "--layers", "64",
                                         "--recompute", rc]
-        reports = {n: _memory_json("--params", str(ANCHOR_PSI), "--ranks", str(n), *flags) for n in LESSON_GRID}
+        reports = {n: _memory_json(*_anchor_size(data), "--ranks", str(n), *flags) for n in LESSON_GRID}
         for verdict, attr in (("model_states_fit", "data-states-first-fit"), ("peak_fits", "data-peak-first-fit")):
             expected = {}
             for n in LESSON_GRID:

@@ -11,7 +11,7 @@ from ringemu import CommLedger, all_reduce, trace_collective
 from ringemu.cli import main
 from ringemu.views import embedded_json, external_urls
 from ringemu.views.html import MAX_PAGE_BYTES
-from zero_stages.anchor import ANCHOR_PSI, anchor_activations
+from zero_stages.anchor import anchor_activations
 from zero_stages.memory_report import memory_report
 
 from lesson_support import LESSON_GRID, LESSON_RANKS, LESSON_SEED, lesson_page
@@ -81,8 +81,9 @@ def test_embedded_json_round_trips_to_the_runs():
     assert ring["numpy_sum"] == out[0].tolist() == world.sum(axis=0).tolist()
     # memory points are memory reports of the same settings
     anchor = embedded["memory"]["presets"][0]
+    assert anchor["id"] == "anchor" and sum(anchor["unit_sizes"]) == anchor["psi"] == 27_781_427_952
     for n in (8, 64):
-        report = memory_report(n, psi=ANCHOR_PSI, activations=anchor_activations("selective"))
+        report = memory_report(n, unit_sizes=anchor["unit_sizes"], activations=anchor_activations("selective"))
         shown = anchor["points"][f"{n}|selective"]["stages"]
         assert [s["model_states_bytes"] for s in shown] == [max(r["model_state_bytes_per_rank"])
                                                             for r in report["stages"]]
