@@ -19,13 +19,13 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import bench_command, commands, compare_command
+from . import audit_command, bench_command, commands, compare_command
 from .backends.emulator import RankFailure
 
 __all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
 ENTRY_POINT_GROUP = "ringemu.commands"
-_BUILT_IN = (commands, bench_command, compare_command)  # demo, run, trace, count; bench; compare
+_BUILT_IN = (commands, bench_command, compare_command, audit_command)  # demo, run, trace, count; bench; compare; audit
 _SOURCE_SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
 
 
