@@ -17,9 +17,11 @@ from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
 from ringemu.units import GB, format_gb
 
+from ringemu.memory_guard import check_fits
+
 from .activations import RECOMPUTE, ActivationShape
 from .anchor import ANCHOR_UNIT_SIZES, ANCHOR_UNITS_ASSUMPTION
-from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, train
+from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, train, training_bytes
 from .closed_forms import STAGES
 from .flat import MAX_PSI
 from .memory_report import memory_report
@@ -210,6 +212,15 @@ def _check_blocks(args) -> None:
                          f"sums over N ranks stay exact in {args.dtype} only up to {limit}); got {args.ranks}")
 
 
+def _check_fits(args, stages, units) -> None:
+    """Refuse (exit 2) a training run whose real arrays cannot fit this machine's memory; name ``ringemu memory``."""
+    sizes = list(units or DEFAULT_UNIT_SIZES)
+    need = sum(training_bytes(s, args.ranks, args.steps, sizes, args.dtype) for s in stages)  # all reports are kept
+    shown = ",".join(map(str, sizes)) if len(sizes) <= 8 else f"<the same {len(sizes)} units>"
+    check_fits(need, f"ringemu zero on {args.ranks} ranks ({', '.join(stages)}; steps: {args.steps})",
+               f"ringemu memory --units {shown} --ranks {args.ranks} --dtype {args.dtype}")
+
+
 def zero_command(args) -> int:
     _check_blocks(args)
     units = args.units
@@ -217,6 +228,7 @@ def zero_command(args) -> int:
     if args.backend == "torch":
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
+    _check_fits(args, stages, units)
     reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
                         algorithm=args.algorithm)
                for s in stages}

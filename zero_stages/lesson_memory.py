@@ -15,7 +15,8 @@ from fractions import Fraction
 from ringemu.units import GB, format_gb
 
 from .activations import ActivationShape
-from .anchor import ANCHOR_PSI, ANCHOR_RANKS, ZERO_PAPER_PSI, ZERO_PAPER_RANKS, anchor_activations
+from .anchor import (ANCHOR_PSI, ANCHOR_RANKS, ANCHOR_UNIT_SIZES, ZERO_PAPER_PSI, ZERO_PAPER_RANKS,
+                     anchor_activations)
 from .closed_forms import STAGES, model_state_bytes_closed_form
 from .memory_report import BUFFER_CATEGORIES, CARD_80GB, first_fits, memory_report
 from .precision import FP32_BYTES, GRAD16_BYTES, WEIGHT16_BYTES
@@ -56,15 +57,19 @@ class Preset:
 
 
 PRESETS = (
-    Preset("anchor", {"en": f"lesson anchor Ψ = {ANCHOR_PSI:,}, N = {ANCHOR_RANKS}",
-                      "zh": f"本课锚点 Ψ = {ANCHOR_PSI:,},N = {ANCHOR_RANKS}"},
+    Preset("anchor", {"en": f"lesson anchor Ψ = {ANCHOR_PSI:,} in {len(ANCHOR_UNIT_SIZES)} layers, N = {ANCHOR_RANKS}",
+                      "zh": f"本课锚点 Ψ = {ANCHOR_PSI:,},{len(ANCHOR_UNIT_SIZES)} 层,N = {ANCHOR_RANKS}"},
            ANCHOR_PSI, ANCHOR_RANKS,
            {"off": None, "selective": anchor_activations("selective"), "full": anchor_activations("full")}, "off",
-           {"en": "Ψ as one unit (ZeRO-3 gathers the whole model at once; `ringemu memory --anchor` gives per-layer "
-                  "peaks). Activations: s = 4,096, b = 1 (lesson), h = 5,120, L = 64 (assumed: they reproduce the "
-                  "lesson's 45.6 GB and 2.7 GB).",
-            "zh": "Ψ 作为一个单元(ZeRO-3 一次拼出整个模型;逐层峰值见 `ringemu memory --anchor`)。激活:s = 4,096、"
-                  "b = 1(本课),h = 5,120、L = 64(假设:它们复现本课的 45.6 GB 与 2.7 GB)。"}),
+           {"en": f"Layers (assumed split, the lesson does not print its configuration): embedding "
+                  f"{ANCHOR_UNIT_SIZES[0]:,}, 64 layers of {ANCHOR_UNIT_SIZES[1]:,} (its largest layer, as printed), "
+                  f"output head {ANCHOR_UNIT_SIZES[-1]:,}; ZeRO-3 gathers one or two layers at a time. Activations: "
+                  "s = 4,096, b = 1 (lesson), h = 5,120, L = 64 (assumed: they reproduce the lesson's 45.6 GB and "
+                  "2.7 GB).",
+            "zh": f"分层(假设的切分,本课没有给出配置):嵌入 {ANCHOR_UNIT_SIZES[0]:,},64 层各 {ANCHOR_UNIT_SIZES[1]:,}"
+                  f"(本课所说最大的一层),输出头 {ANCHOR_UNIT_SIZES[-1]:,};ZeRO-3 每次只拼一两层。激活:s = 4,096、"
+                  "b = 1(本课),h = 5,120、L = 64(假设:它们复现本课的 45.6 GB 与 2.7 GB)。"},
+           unit_sizes=ANCHOR_UNIT_SIZES),
     Preset("zero-paper", {"en": "ZeRO paper Ψ = 7.5B, N = 64", "zh": "ZeRO 论文 Ψ = 7.5B,N = 64"},
            ZERO_PAPER_PSI, ZERO_PAPER_RANKS, {"off": None}, "off",
            {"en": "Rajbhandari et al. 2019, Figure 1: model states only.",
