@@ -6,8 +6,14 @@ LESSON_RANKS, LESSON_SEED = 4, 0
 
 
 @lru_cache(maxsize=None)
-def lesson_page(lang: str = "en") -> tuple[str, dict]:
-    from ringemu.views import page_html
+def _lesson_data() -> dict:
     from zero_stages.lesson import lesson_data
-    data = lesson_data(LESSON_RANKS, LESSON_SEED, ranks_grid=LESSON_GRID)
+    return lesson_data(LESSON_RANKS, LESSON_SEED, ranks_grid=LESSON_GRID)
+
+
+@lru_cache(maxsize=None)
+def lesson_page(lang: str = "en") -> tuple[str, dict]:
+    """(the page in ``lang``, the data it embeds); one set of runs for both languages."""
+    from ringemu.views import page_html
+    data = _lesson_data()
     return page_html(data, lang), data
