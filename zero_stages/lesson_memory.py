@@ -129,9 +129,9 @@ def _measured_split(row: dict) -> dict[str, int]:
 
 def _nice_ceiling(value: Fraction) -> tuple[int, int]:
     """(top, tick step) of the chart: the smallest multiple of 10^k GB at or above ``value`` bytes, with 10^k GB
-    the largest power of ten not above a fifth of it."""
+    the smallest power of ten (from 1 GB) that leaves at most ten ticks."""
     step = GB
-    while value > 50 * step:
+    while value > 10 * step:
         step *= 10
     top = -(-value // step) * step
     return int(top), step
