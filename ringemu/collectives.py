@@ -12,7 +12,10 @@ Rows are padded with zeros to N·ceil(S/N) inside; results drop the padding:
 * ``all_gather(shards)`` → (N, S) array, every row the concatenation of the shards;
 * ``all_reduce(world)`` and ``naive_all_reduce(world)`` → (N, S) array, every row the sum over ranks.
 
-The input is never modified. Integer inputs whose exact sum does not fit the dtype are rejected (ring
+The input is never modified. ``faults=`` (a :class:`~ringemu.faults.FaultPlan`, or Fault objects / spec strings)
+injects faults into this call (:mod:`ringemu.faults`); a detected fault raises
+:class:`~ringemu.faults.CollectiveFault` and no result is returned. Integer inputs whose exact sum does not
+fit the dtype are rejected (ring
 partial sums wrap around but the final sum is exact whenever it fits, as in two's-complement hardware).
 """
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from .dtypes import resolve_dtype
 from .execute import MODES, run_schedule
+from .faults import as_plan
 from .layout import ChunkLayout
 from .ledger import CommLedger
 from .algorithms.ring import naive_reduce_broadcast, ring_all_gather, ring_all_reduce, ring_reduce_scatter
@@ -101,36 +105,41 @@ def _padded(rows, layout: ChunkLayout) -> np.ndarray:
 
 
 def _run(schedule: Schedule, layout: ChunkLayout, dtype, padded: np.ndarray | None,
-         ledger: CommLedger | None, label: str, mode: str) -> None:
+         ledger: CommLedger | None, label: str, mode: str, faults=None) -> None:
     if mode not in MODES:  # checked here too, so size-only calls reject what real ones would
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     if ledger is not None and not isinstance(ledger, CommLedger):
         raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
     if not isinstance(label, str):
         raise TypeError(f"label must be a str; got {label!r}")
+    plan = as_plan(faults)
+    if plan is not None and padded is None:
+        raise ValueError("faults need real buffers (size-only buffers only count)")
     if ledger is not None:
         ledger.record(schedule, layout, dtype, label, size_only=padded is None)
-    if padded is not None:
+    if plan is not None:
+        plan.run(schedule, padded, mode, label)  # raises CollectiveFault before any result is handed out
+    elif padded is not None:
         run_schedule(schedule, padded, mode)
 
 
 def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "reduce_scatter",
-                   mode: str = "fused") -> list:
+                   mode: str = "fused", faults=None) -> list:
     """Ring reduce-scatter: entry r of the result is chunk r of the sum over ranks, in ring order."""
     world = _rows(world, "world")
     n, numel = _shape(world)
     layout = ChunkLayout(numel, n)
     if isinstance(world, VirtualBuffer):
-        _run(ring_reduce_scatter(n), layout, world.dtype, None, ledger, label, mode)
+        _run(ring_reduce_scatter(n), layout, world.dtype, None, ledger, label, mode, faults)
         return [VirtualBuffer((layout.payload(r),), world.dtype) for r in range(n)]
     padded = _padded(world, layout)
     check_integer_sum(padded[:, :numel])
-    _run(ring_reduce_scatter(n), layout, padded.dtype, padded, ledger, label, mode)
+    _run(ring_reduce_scatter(n), layout, padded.dtype, padded, ledger, label, mode, faults)
     return [padded[r, layout.start(r):layout.start(r) + layout.payload(r)] for r in range(n)]
 
 
 def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_gather",
-               mode: str = "fused"):
+               mode: str = "fused", faults=None):
     """Ring all-gather of per-rank shards laid out as ``ChunkLayout(S, N)`` (shard r = chunk r's payload).
 
     ``shards`` is a list of N 1-D arrays (lengths as the layout gives them), or a VirtualBuffer of shape
@@ -139,7 +148,7 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     if isinstance(shards, VirtualBuffer):
         world = as_world(shards, "shards")
         n, numel = world.shape
-        _run(ring_all_gather(n), ChunkLayout(numel, n), world.dtype, None, ledger, label, mode)
+        _run(ring_all_gather(n), ChunkLayout(numel, n), world.dtype, None, ledger, label, mode, faults)
         return VirtualBuffer((n, numel), world.dtype)
     if not isinstance(shards, Sequence) or not shards or not all(isinstance(s, np.ndarray) for s in shards):
         raise TypeError("shards must be a non-empty list of 1-D numpy arrays (one per rank) or a VirtualBuffer")
@@ -157,31 +166,32 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     padded = np.zeros((n, layout.padded_numel), dtype=dtype)
     for r, shard in enumerate(shards):
         padded[r, layout.start(r):layout.start(r) + shard.size] = shard
-    _run(ring_all_gather(n), layout, dtype, padded, ledger, label, mode)
+    _run(ring_all_gather(n), layout, dtype, padded, ledger, label, mode, faults)
     return padded[:, :numel]
 
 
-def _reduce_all(schedule_fn, world, ledger, label, mode):
+def _reduce_all(schedule_fn, world, ledger, label, mode, faults):
     world = _rows(world, "world")
     n, numel = _shape(world)
     schedule = schedule_fn(n)
     layout = ChunkLayout(numel, schedule.n_chunks)
     if isinstance(world, VirtualBuffer):
-        _run(schedule, layout, world.dtype, None, ledger, label, mode)
+        _run(schedule, layout, world.dtype, None, ledger, label, mode, faults)
         return VirtualBuffer((n, numel), world.dtype)
     padded = _padded(world, layout)
     check_integer_sum(padded[:, :numel])
-    _run(schedule, layout, padded.dtype, padded, ledger, label, mode)
+    _run(schedule, layout, padded.dtype, padded, ledger, label, mode, faults)
     return padded[:, :numel]
 
 
-def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_reduce", mode: str = "fused"):
+def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_reduce", mode: str = "fused",
+               faults=None):
     """Ring all-reduce (reduce-scatter then all-gather): every row of the result is the sum over ranks,
     bit-identical to :func:`reduce_scatter`'s chunks."""
-    return _reduce_all(ring_all_reduce, world, ledger, label, mode)
+    return _reduce_all(ring_all_reduce, world, ledger, label, mode, faults)
 
 
 def naive_all_reduce(world, *, ledger: CommLedger | None = None, label: str = "naive_all_reduce",
-                     mode: str = "fused"):
+                     mode: str = "fused", faults=None):
     """The lesson's contrast: rank 0 receives every buffer, sums in rank order, sends the sum back."""
-    return _reduce_all(naive_reduce_broadcast, world, ledger, label, mode)
+    return _reduce_all(naive_reduce_broadcast, world, ledger, label, mode, faults)
