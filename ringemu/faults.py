@@ -183,10 +183,12 @@ class Message:
 class FaultPlan:
     """Faults for a run, each fired once at its (label, call). Passed as ``faults=`` to the collectives, the
     emulated world and the stage runs. ``fired`` lists (fault, label, schedule name) as they fire; ``messages``
-    the link-layer records of the faulty steps. Mutable (call counters), owned by one run."""
+    the link-layer records of the faulty steps. Mutable (call counters), owned by one run. ``retry``: callers
+    that roll a failed step back (:mod:`zero_stages.step_guard`) run it again instead of re-raising."""
 
     faults: tuple[Fault, ...]
     checksums: bool = True
+    retry: bool = False
     fired: list = field(default_factory=list)
     messages: list = field(default_factory=list)
     _calls: dict = field(default_factory=dict, repr=False)

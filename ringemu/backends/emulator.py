@@ -3,7 +3,10 @@
 :meth:`EmulatedWorld.run` calls a per-rank function once per rank, each in its own thread with its own
 :class:`EmulatorCommunicator`. A collective is a rendezvous: when every rank has arrived with its buffer, one
 thread runs the whole collective on the stacked world (one kernel launch, :mod:`ringemu.collectives`) and
-hands each rank its part. Ranks that disagree (another collective, label, size or dtype, or a rank that returned
+hands each rank its part. ``faults=`` (:mod:`ringemu.faults`) injects faults into the world's collectives; a
+detected fault or a stopped rank fails the collective on every rank at once, and :meth:`EmulatedWorld.run`
+raises :class:`RankFailure` with the fault's one-line description (the :class:`~ringemu.faults.CollectiveFault`
+is its ``__cause__``). Ranks that disagree (another collective, label, size or dtype, or a rank that returned
 while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang.
 """
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 from .. import collectives
 from ..execute import MODES
+from ..faults import CollectiveFault, as_plan
 from ..layout import ChunkLayout, check_numel
 from ..ledger import CommLedger
 from ..schedule import check_n_ranks
@@ -79,6 +83,7 @@ class EmulatorCommunicator:
 
     def __init__(self, world: "EmulatedWorld", rank: int):
         self.world, self.rank, self.n_ranks, self.ledger = world, rank, world.n_ranks, world.ledger
+        self.faults = world.faults  # the world's FaultPlan or None: stage code rolls a failed step back if set
 
     def layout(self, numel: int) -> ChunkLayout:
         return ChunkLayout(numel, self.n_ranks)
@@ -111,10 +116,12 @@ class EmulatedWorld:
 
     ``mode`` selects the kernel path (``fused``, ``step`` or ``reference``; all give the same bits).
     ``timeout`` (seconds) bounds how long a rank waits at a collective before the world is declared hung.
+    ``faults``: None, a :class:`~ringemu.faults.FaultPlan`, or Fault objects / spec strings (one plan for the
+    world's lifetime: each fault fires once, at its label's ``call``-th collective).
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, mode: str = "fused",
-                 timeout: float | None = 600.0):
+                 timeout: float | None = 600.0, faults=None):
         self.n_ranks = check_n_ranks(n_ranks)
         if ledger is not None and not isinstance(ledger, CommLedger):
             raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
@@ -126,6 +133,7 @@ class EmulatedWorld:
         self.ledger = ledger
         self.mode = mode
         self.timeout = timeout
+        self.faults = as_plan(faults)
         self._rendezvous = _Rendezvous(self.n_ranks, timeout)
 
     def communicators(self) -> list[EmulatorCommunicator]:
@@ -172,6 +180,8 @@ class EmulatedWorld:
             rank, exc = min(errors, key=lambda e: e[0])
             if isinstance(exc, RankFailure):
                 raise exc
+            if isinstance(exc, CollectiveFault):  # every rank saw it: name the fault, not rank 0
+                raise RankFailure(str(exc)) from exc
             raise RankFailure(f"rank {rank} failed: {type(exc).__name__}: {exc}") from exc
         if released:
             waiting, where = self._rendezvous.stalled or (sorted(released), "a collective")
@@ -195,6 +205,8 @@ class EmulatedWorld:
         if virtual and not all(is_virtual(b) for b in buffers):
             raise RankFailure(f"{first.label}: some ranks passed size-only buffers and some real arrays")
         opts = dict(ledger=self.ledger, label=first.label, mode=self.mode)
+        if self.faults is not None:
+            opts["faults"] = self.faults
         n, numel, dtype = self.n_ranks, first.numel, first.dtype
         if first.op == "all_gather":
             layout = ChunkLayout(numel, n)
