@@ -9,6 +9,7 @@ import importlib
 import sys
 
 from .backends.emulator import RankFailure
+from .faults import CollectiveFault
 
 __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 
@@ -16,6 +17,7 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 COMMAND_MODULES = (
     "ringemu.commands",      # demo, run, trace, count
     "ringemu.bench_command",  # bench
+    "ringemu.faults_report",  # faults
     "zero_stages.commands",  # zero, memory
     "proofs.commands",       # prove
 )
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, OSError) as exc:  # bad input, bad path: one line, exit 2
         print(f"ringemu: error: {exc}", file=sys.stderr)
         return 2
-    except (RankFailure, MemoryError) as exc:  # a run that failed: one line, exit 1
+    except (RankFailure, CollectiveFault, MemoryError) as exc:  # a run that failed: one line, exit 1
         print(f"ringemu: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly

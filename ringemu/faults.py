@@ -39,7 +39,7 @@ from .reference import hop_add
 from .schedule import ADD, COPY, Schedule
 
 __all__ = ["KINDS", "MESSAGE_KINDS", "Fault", "FaultPlan", "Message", "CollectiveFault", "MessageFault",
-           "RankStopped", "parse_fault", "as_plan", "sub_schedule", "run_faulty_step", "crc", "with_step"]
+           "RankStopped", "parse_fault", "as_plan", "check_fault", "sub_schedule", "run_faulty_step", "crc", "with_step"]
 
 MESSAGE_KINDS = ("drop", "corrupt", "duplicate", "misroute")
 KINDS = MESSAGE_KINDS + ("stop",)
@@ -222,7 +222,7 @@ class FaultPlan:
             run_schedule(schedule, world, mode)
             return
         for f in faults:
-            _check_fits(f, schedule, label)
+            check_fault(f, schedule, label)
             self.fired.append((f, label, schedule.name))
         cut = sorted({f.step for f in faults})
         stops = [f for f in faults if f.kind == "stop"]
@@ -278,7 +278,7 @@ def _rows(schedule: Schedule, step: int) -> list[list[int]]:
     return schedule.table[bounds[step]:bounds[step + 1]].tolist()
 
 
-def _check_fits(f: Fault, schedule: Schedule, label: str) -> None:
+def check_fault(f: Fault, schedule: Schedule, label: str) -> None:
     """A ValueError if the fault names a step, rank, link, chunk, element or bit this collective does not have."""
     n = schedule.n_ranks
     if f.step >= schedule.n_steps:

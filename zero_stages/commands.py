@@ -13,6 +13,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from ringemu.blocks import EXACT_LIMITS
+from ringemu.faults import FaultPlan
 from ringemu.units import GB, format_gb
 
 from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, run_size_only, train
@@ -110,6 +111,11 @@ def register(subparsers) -> None:
                         "order), or the engine's own collectives (gloo's order)")
     z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0,
                    help="torch backend: seconds before a stage's run is declared hung and its processes are killed")
+    z.add_argument("--fault", action="append", metavar="SPEC", default=[],
+                   help="inject a fault into the chosen stage's run, e.g. stop:rank=5,label=param_all_gather_bwd,"
+                        "step=2 (grammar: docs/faults.md); repeatable; needs one --stage")
+    z.add_argument("--on-fault", choices=("raise", "retry"), default="raise",
+                   help="after rolling the failed step back: stop with an error (default), or run the step again")
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
@@ -182,10 +188,17 @@ def zero_command(args) -> int:
     units = args.units
     scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
     if args.backend == "torch":
+        if args.fault:
+            raise ValueError("--fault runs on the emulator backend only (drop --backend torch)")
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
-    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling)
-               for s in stages}
+    if args.fault and args.stage == "all":
+        raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
+    plan = FaultPlan(tuple(args.fault), retry=args.on_fault == "retry") if args.fault else None
+    # the faulty stage runs first, so that a failed step stops the command before any other run
+    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
+                        faults=plan if s == args.stage else None)
+               for s in sorted(stages, key=lambda s: s != args.stage)}
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
     infos = {s: stage_json(reports[s], dp) for s in shown}
