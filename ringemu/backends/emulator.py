@@ -157,7 +157,8 @@ class EmulatedWorld:
                 released.append(comm.rank)  # another rank failed first (reported below), or the wait timed out
             except BaseException as exc:
                 errors.append((comm.rank, exc))
-                self._rendezvous.barrier.abort()
+                if not isinstance(exc, CollectiveFault):  # a fault reached every rank: nobody is left waiting,
+                    self._rendezvous.barrier.abort()  # and an abort now could break a barrier others just passed
 
         if self.n_ranks == 1:
             body(self.communicators()[0])
