@@ -22,12 +22,12 @@ import numpy as np
 from . import collectives
 from .blocks import check_integer_blocks, integer_blocks, value_bound
 from .dtypes import dtype_name, resolve_dtype
+from .checks import check_n_ranks, check_numel
 from .fault_locate import explain
 from .faults import FaultPlan, as_plan, check_fault, parse_fault
-from .layout import ChunkLayout, check_numel
+from .layout import ChunkLayout
 from .ledger import CommLedger
 from .algorithms import op_names
-from .schedule import check_n_ranks
 from .testing import shards_of
 from .trace import trace_collective
 from .units import GB, format_gb

@@ -91,10 +91,10 @@ def observe(schedule: Schedule, world: np.ndarray, faults: list[Fault], mode: st
 
 def output_cells(schedule: Schedule) -> list[tuple[int, int]]:
     """The (rank, chunk) cells that are the collective's result (its postcondition names them)."""
-    n, c = schedule.n_ranks, schedule.n_chunks
-    if schedule.final == "reduced-own":
-        return [(r, r) for r in range(n)]
-    return [(r, k) for r in range(n) for k in range(c)]
+    n, c, k = schedule.n_ranks, schedule.n_chunks, schedule.split
+    if schedule.final == "reduced-own" and k:  # rank r's result is its shard: chunks r·k .. r·k + k - 1
+        return [(r, r * k + j) for r in range(n) for j in range(k)]
+    return [(r, j) for r in range(n) for j in range(c)]
 
 
 def detect(obs: Observation, detector: str) -> Finding | None:

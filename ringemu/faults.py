@@ -261,7 +261,7 @@ def sub_schedule(schedule: Schedule, lo: int, hi: int) -> Schedule:
     rows = np.array(schedule.table[bounds[lo]:bounds[hi]], dtype=np.int64)
     rows[:, 0] -= lo
     return Schedule(f"{schedule.name}[steps {lo}..{hi - 1}]", schedule.n_ranks, schedule.n_chunks, hi - lo, rows,
-                    schedule.initial, schedule.final)
+                    schedule.initial, schedule.final, schedule.exchange)
 
 
 def crc(values: np.ndarray) -> int:

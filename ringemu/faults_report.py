@@ -20,7 +20,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from .algorithms import REGISTRY
+from .algorithms import REGISTRY, build
 from .blocks import integer_blocks
 from .dtypes import dtype_name, resolve_dtype
 from .execute import MODES
@@ -38,17 +38,16 @@ def _world(schedule, dtype, rng) -> np.ndarray:
     """A padded world of the schedule's shape: integer blocks (int32) or standard normals (floats); for an
     all-gather (initial ``own``) only chunk r of row r is input, the rest zero (as :mod:`ringemu.trace`)."""
     n = schedule.n_ranks
-    layout = ChunkLayout(2 * n + 1, schedule.n_chunks)
+    layout = ChunkLayout(2 * n + 1, schedule.n_chunks, n)
     if _is_int(dtype):
         data = integer_blocks(n, layout.numel, int(rng.integers(2 ** 31)), dtype)
     else:
         data = rng.standard_normal((n, layout.numel)).astype(dtype)
-    world = np.zeros((n, layout.padded_numel), dtype=dtype)
-    world[:, :layout.numel] = data
+    world = layout.pad(data, np.empty((n, layout.padded_numel), dtype=dtype))
     if schedule.initial == "own":
         own = np.zeros_like(world)
         for r in range(n):
-            sl = slice(layout.start(r), layout.start(r) + layout.chunk_size)
+            sl = slice(layout.start(r * schedule.split), layout.start((r + 1) * schedule.split))
             own[r, sl] = world[r, sl]
         world = own
     return world
@@ -66,7 +65,7 @@ def _draw(kind: str, schedule, dtype, rng) -> Fault:
     _, src, dst, chunk, _ = schedule.table[int(rng.integers(bounds[step], bounds[step + 1]))].tolist()
     extra: dict = {}
     if kind == "corrupt":
-        width = ChunkLayout(2 * schedule.n_ranks + 1, schedule.n_chunks).chunk_size
+        width = ChunkLayout(2 * schedule.n_ranks + 1, schedule.n_chunks, schedule.n_ranks).chunk_size
         extra = {"elem": int(rng.integers(width)), "bits": (int(rng.integers(dtype.itemsize * 8)),)}
     if kind == "misroute":
         extra = {"to": int(rng.choice([r for r in range(schedule.n_ranks) if r != dst]))}
@@ -90,7 +89,7 @@ def run_trials(trials: int = 8, seed: int = 0, dtypes=DTYPES, ranks=RANKS) -> li
         for n in ranks:
             if entry.unsupported(n) is not None:
                 continue
-            schedule = entry.build(n)
+            schedule = build(collective, n, name)
             for dtname in dtypes:
                 dtype = resolve_dtype(dtname)
                 for kind in KINDS:

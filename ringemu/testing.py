@@ -23,6 +23,7 @@ import numpy as np
 from . import collectives
 from .algorithms import op_names
 from .blocks import integer_blocks
+from .checks import is_integer
 from .dtypes import DTYPES, resolve_dtype
 from .layout import ChunkLayout
 from .ledger import CommLedger
@@ -225,7 +226,7 @@ def _compare_traffic(op: str, ledger: CommLedger, sent, unit: str, count_padding
         got = list(sent)
     except TypeError:
         got = None
-    if got is None or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in got):
+    if got is None or not all(is_integer(x) for x in got):
         raise AssertionError(f"{op}: sent must be a sequence of {len(want)} integers, one per rank "
                              f"(counts are exact); got {sent!r}")
     got = [int(x) for x in got]

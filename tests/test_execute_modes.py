@@ -130,7 +130,7 @@ def test_bad_arguments_are_refused():
         run_schedule(s, np.zeros((3, 4), np.float32))
     with pytest.raises(ValueError, match="dtype must be one of"):
         run_schedule(s, np.zeros((4, 4), np.int16))
-    with pytest.raises(ValueError, match="tile must be a positive integer"):
+    with pytest.raises(ValueError, match="tile must be an integer >= 1"):
         run_schedule(s, np.zeros((4, 4), np.float32), tile=0)
     frozen = np.zeros((4, 4), np.float32)
     frozen.setflags(write=False)
