@@ -184,7 +184,7 @@ class FaultPlan:
     """Faults for a run, each fired once at its (label, call). Passed as ``faults=`` to the collectives, the
     emulated world and the stage runs. ``fired`` lists (fault, label, schedule name) as they fire; ``messages``
     the link-layer records of the faulty steps. Mutable (call counters), owned by one run. ``retry``: callers
-    that roll a failed step back (:mod:`zero_stages.step_guard`) run it again instead of re-raising."""
+    that can roll a failed step back (the ZeRO stages do) run it again instead of re-raising."""
 
     faults: tuple[Fault, ...]
     checksums: bool = True
@@ -343,7 +343,8 @@ def run_faulty_step(schedule: Schedule, world: np.ndarray, step: int, faults: li
         if op == COPY:
             target[...] = payload
         elif op == ADD:
-            target[...] = hop_add(target, payload)
+            with np.errstate(over="ignore", invalid="ignore"):  # a corrupted exponent may make inf/NaN
+                target[...] = hop_add(target, payload)
 
 
 def _first(rows, i: int, f: Fault) -> bool:
