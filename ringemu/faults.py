@@ -39,7 +39,8 @@ from .reference import hop_add
 from .schedule import ADD, COPY, Schedule
 
 __all__ = ["KINDS", "MESSAGE_KINDS", "Fault", "FaultPlan", "Message", "CollectiveFault", "MessageFault",
-           "RankStopped", "parse_fault", "as_plan", "check_fault", "sub_schedule", "run_faulty_step", "crc", "with_step"]
+           "RankStopped", "parse_fault", "as_plan", "check_fault", "sub_schedule", "run_faulty_step", "crc", "with_step",
+           "first_match", "flip_bits"]
 
 MESSAGE_KINDS = ("drop", "corrupt", "duplicate", "misroute")
 KINDS = MESSAGE_KINDS + ("stop",)
@@ -318,11 +319,11 @@ def run_faulty_step(schedule: Schedule, world: np.ndarray, step: int, faults: li
     deliveries = []  # (row index, receiving rank, payload)
     for i, (_, src, dst, c, op) in enumerate(rows):
         payload = outgoing[i]
-        f = next((f for f in faults if f.kind != "stop" and _first(rows, i, f)), None)
+        f = next((f for f in faults if f.kind != "stop" and first_match(rows, i, f)), None)
         if f is None:
             deliveries.append((i, dst, payload))
         elif f.kind == "corrupt":
-            deliveries.append((i, dst, _flip(payload, f)))
+            deliveries.append((i, dst, flip_bits(payload, f)))
         elif f.kind == "duplicate":
             deliveries += [(i, dst, payload), (i, dst, payload)]
         elif f.kind == "misroute":
@@ -347,7 +348,7 @@ def run_faulty_step(schedule: Schedule, world: np.ndarray, step: int, faults: li
                 target[...] = hop_add(target, payload)
 
 
-def _first(rows, i: int, f: Fault) -> bool:
+def first_match(rows, i: int, f: Fault) -> bool:
     """True if row i is the first message of the step that ``f`` matches (a fault hits one message)."""
     for j, (_, src, dst, c, _) in enumerate(rows):
         if (src, dst) == f.link and f.chunk in (None, c):
@@ -355,7 +356,8 @@ def _first(rows, i: int, f: Fault) -> bool:
     return False
 
 
-def _flip(payload: np.ndarray, f: Fault) -> np.ndarray:
+def flip_bits(payload: np.ndarray, f: Fault) -> np.ndarray:
+    """A copy of ``payload`` with the fault's bits flipped in element ``elem`` (a ValueError if out of range)."""
     width = payload.dtype.itemsize * 8
     if f.elem >= payload.size or any(b >= width for b in f.bits):
         raise ValueError(f"fault {f}: a message holds {payload.size} elements of {width} bits (elem < "

@@ -169,7 +169,8 @@ def _print_stage(report: StageReport, info: dict) -> None:
 def _torch_command(args, units, scaling) -> int:
     from zero_stages.torch.torch_zero import run_zero_on_torch  # torch is an optional extra
     out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
-                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm or args.algorithm)
+                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm or args.algorithm,
+                            faults=tuple(args.fault) or None)
     ok = all(e["parity_with_dp"] and e["parity_with_emulator"] is not False for e in out["stages"])
     if args.json:
         print(json.dumps(out))
@@ -197,13 +198,14 @@ def zero_command(args) -> int:
     _check_blocks(args)
     units = args.units
     scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
-    if args.backend == "torch":
-        if args.fault:
-            raise ValueError("--fault runs on the emulator backend only (drop --backend torch)")
-        return _torch_command(args, units, scaling)
-    stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
     if args.fault and args.stage == "all":
         raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
+    if args.backend == "torch":
+        if args.fault and args.torch_algorithm == "native":
+            raise ValueError("--fault needs a registry schedule over send/recv on the torch backend (drop "
+                             "--torch-algorithm native)")
+        return _torch_command(args, units, scaling)
+    stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
     plan = FaultPlan(tuple(args.fault), retry=args.on_fault == "retry") if args.fault else None
     # the faulty stage runs first, so that a failed step stops the command before any other run
     reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
