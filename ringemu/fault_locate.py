@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .execute import run_schedule
-from .faults import Fault, Message, crc, run_faulty_step, sub_schedule, with_step
+from .fault_link import Message, crc, run_faulty_step
+from .faults import Fault, sub_schedule, with_step
 from .provenance import initial_provenance, run_provenance
 from .reference import run_schedule_reference
 from .schedule import COPY, Schedule

@@ -7,14 +7,14 @@ steps before the faulty one run with the kernels (:func:`ringemu.execute.run_sch
 table), the faulty step runs in numpy message by message through a small model of a link layer, and the steps
 after it run with the kernels again. Without faults nothing of this module runs.
 
-The link layer (:func:`run_faulty_step`): each sender stamps its message with a header (step, src, dst, chunk)
-and a CRC-32 of the payload bytes; each receiver knows from the schedule which messages it expects. With
-``checksums=True`` (the default) a receiver that finds a payload whose CRC disagrees with its header, a message
-addressed to another rank, an expected message missing, or one message twice raises :class:`MessageFault`
-naming the collective, the step and the link. A stopped rank raises :class:`RankStopped` — the emulated
-watchdog: the ranks waiting for its messages give up (emulated time: nothing sleeps) and the error names the
-missing rank, who waited for it, the collective and the step. Either way the collective returns no partial
-result: it worked on its own padded copy, which is discarded.
+The link layer (:func:`ringemu.fault_link.run_faulty_step`): each sender stamps its message with a header (step,
+src, dst, chunk) and a CRC-32 of the payload bytes; each receiver knows from the schedule which messages it expects.
+With ``checksums=True`` (the default) a receiver that finds a payload whose CRC disagrees with its header, a message
+addressed to another rank, an expected message missing, or one message twice raises :class:`MessageFault` naming the
+collective, the step and the link. A stopped rank raises :class:`RankStopped` — the emulated watchdog: the ranks
+waiting for its messages give up (emulated time: nothing sleeps) and the error names the missing rank, who waited
+for it, the collective and the step. Either way the collective returns no partial result: it worked on its own
+padded copy, which is discarded.
 
 Spec grammar (``--fault SPEC`` on the command line; :func:`parse_fault`)::
 
@@ -30,17 +30,14 @@ choose the collective; ``chunk`` chooses among several messages on one link in o
 """
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .reference import hop_add
-from .schedule import ADD, COPY, Schedule
+from .schedule import Schedule
 
-__all__ = ["KINDS", "MESSAGE_KINDS", "Fault", "FaultPlan", "Message", "CollectiveFault", "MessageFault",
-           "RankStopped", "parse_fault", "as_plan", "check_fault", "sub_schedule", "run_faulty_step", "crc", "with_step",
-           "first_match", "flip_bits"]
+__all__ = ["KINDS", "MESSAGE_KINDS", "Fault", "FaultPlan", "CollectiveFault", "MessageFault", "RankStopped",
+           "parse_fault", "as_plan", "check_fault", "sub_schedule", "with_step", "describe", "step_rows"]
 
 MESSAGE_KINDS = ("drop", "corrupt", "duplicate", "misroute")
 KINDS = MESSAGE_KINDS + ("stop",)
@@ -104,6 +101,8 @@ class Fault:
                              + ",".join(f"{f}=..." for f in _NEEDS[self.kind]) + ")")
         extra = [f for f in ("src", "dst", "to", "rank") if given[f] is not None and f not in _NEEDS[self.kind]
                  and not (f in ("src", "dst") and self.kind in MESSAGE_KINDS)]
+        if self.kind == "stop" and self.chunk is not None:
+            extra.append("chunk")
         if extra or (self.bits and self.kind != "corrupt"):
             raise ValueError(f"fault {self.kind} does not take {', '.join(extra or ['bit'])}")
         if self.kind == "misroute" and self.to == self.dst:
@@ -164,22 +163,6 @@ def _int(spec: str, key: str, text: str) -> int:
     return int(text)
 
 
-@dataclass(frozen=True)
-class Message:
-    """One message of a faulty step as the link layer saw it: header, CRC-32 stamped by the sender and CRC-32
-    of the payload that arrived at ``delivered_to`` (None: lost on the wire)."""
-
-    label: str
-    step: int
-    src: int
-    dst: int
-    chunk: int
-    op: int
-    sent_crc: int
-    received_crc: int | None
-    delivered_to: int | None
-
-
 @dataclass
 class FaultPlan:
     """Faults for a run, each fired once at its (label, call). Passed as ``faults=`` to the collectives, the
@@ -218,6 +201,7 @@ class FaultPlan:
     def run(self, schedule: Schedule, world: np.ndarray, mode: str, label: str) -> None:
         """Execute ``schedule`` in place on the padded ``world`` with this call's faults (kernels elsewhere)."""
         from .execute import run_schedule
+        from .fault_link import run_faulty_step  # the link layer imports this module
         faults = self.take(label)
         if not faults:
             run_schedule(schedule, world, mode)
@@ -237,7 +221,7 @@ class FaultPlan:
             if s == first_stop:
                 _watchdog(schedule, label, s, sorted({f.rank for f in stops if f.step == s}))
             run_faulty_step(schedule, world, s, [f for f in faults if f.step == s], label, self.checksums,
-                            self.messages)
+                            self.messages)  # ringemu.fault_link
             lo = s + 1
         if lo < schedule.n_steps:
             run_schedule(sub_schedule(schedule, lo, schedule.n_steps), world, mode)
@@ -265,16 +249,13 @@ def sub_schedule(schedule: Schedule, lo: int, hi: int) -> Schedule:
                     schedule.initial, schedule.final, schedule.exchange)
 
 
-def crc(values: np.ndarray) -> int:
-    """CRC-32 (zlib) of an array's bytes: detects every 1-, 2- and 3-bit error of a message."""
-    return zlib.crc32(np.ascontiguousarray(values).view(np.uint8).tobytes())
-
-
-def _where(schedule: Schedule, label: str, step: int) -> str:
+def describe(schedule: Schedule, label: str, step: int) -> str:
+    """``collective 'label' (schedule, N ranks), step s of 0..T-1``: how every fault error names its place."""
     return f"collective {label!r} ({schedule.name}, {schedule.n_ranks} ranks), step {step} of 0..{schedule.n_steps - 1}"
 
 
-def _rows(schedule: Schedule, step: int) -> list[list[int]]:
+def step_rows(schedule: Schedule, step: int) -> list[list[int]]:
+    """The transfers of one step as lists [step, src, dst, chunk, op]."""
     bounds = schedule.step_bounds()
     return schedule.table[bounds[step]:bounds[step + 1]].tolist()
 
@@ -290,108 +271,20 @@ def check_fault(f: Fault, schedule: Schedule, label: str) -> None:
             raise ValueError(f"fault {f}: {name}={value} is not a rank of {label!r} (ranks 0..{n - 1})")
     if f.kind == "stop":
         return
-    links = [r for r in _rows(schedule, f.step) if (r[1], r[2]) == f.link and f.chunk in (None, r[3])]
+    links = [r for r in step_rows(schedule, f.step) if (r[1], r[2]) == f.link and f.chunk in (None, r[3])]
     if not links:
-        there = ", ".join(f"{r[1]}->{r[2]} c{r[3]}" for r in _rows(schedule, f.step))
+        there = ", ".join(f"{r[1]}->{r[2]} c{r[3]}" for r in step_rows(schedule, f.step))
         raise ValueError(f"fault {f}: no message {f.src}->{f.dst}" + (f" of chunk {f.chunk}" if f.chunk is not None
                          else "") + f" at step {f.step} of {label!r} ({schedule.name}); that step sends: {there}")
 
 
 def _watchdog(schedule: Schedule, label: str, step: int, stopped: list[int]) -> None:
-    waiting = sorted({r[2] for s in range(step, schedule.n_steps) for r in _rows(schedule, s)
+    waiting = sorted({r[2] for s in range(step, schedule.n_steps) for r in step_rows(schedule, s)
                       if r[1] in stopped and r[2] not in stopped})
     raise RankStopped(f"rank{'s' if len(stopped) > 1 else ''} {', '.join(map(str, stopped))} stopped: "
-                      f"{_where(schedule, label, step)} cannot finish; the watchdog released ranks {waiting} that "
+                      f"{describe(schedule, label, step)} cannot finish; the watchdog released ranks {waiting} that "
                       f"waited for {'their' if len(stopped) > 1 else 'its'} messages (no partial result)",
                       label, step, tuple(stopped))
-
-
-def run_faulty_step(schedule: Schedule, world: np.ndarray, step: int, faults: list[Fault], label: str,
-                    checksums: bool = True, log: list | None = None) -> None:
-    """Step ``step`` of ``schedule`` on ``world``, message by message, with ``faults`` applied on the wire.
-
-    Semantics as :mod:`ringemu.schedule` (senders send what they held at the start of the step, additions in
-    listed order, 16-bit types added in fp32 and rounded per hop as :func:`ringemu.reference.hop_add`). With
-    ``checksums`` the receivers check every message and raise :class:`MessageFault` at the first bad one."""
-    chunk = world.shape[1] // schedule.n_chunks
-    rows = _rows(schedule, step)
-    outgoing = [world[src, c * chunk:(c + 1) * chunk].copy() for _, src, _, c, _ in rows]
-    deliveries = []  # (row index, receiving rank, payload)
-    for i, (_, src, dst, c, op) in enumerate(rows):
-        payload = outgoing[i]
-        f = next((f for f in faults if f.kind != "stop" and first_match(rows, i, f)), None)
-        if f is None:
-            deliveries.append((i, dst, payload))
-        elif f.kind == "corrupt":
-            deliveries.append((i, dst, flip_bits(payload, f)))
-        elif f.kind == "duplicate":
-            deliveries += [(i, dst, payload), (i, dst, payload)]
-        elif f.kind == "misroute":
-            deliveries.append((i, f.to, payload))
-        # drop: nothing arrives
-    records = []
-    for i, (_, src, dst, c, op) in enumerate(rows):
-        got = [(to, p) for j, to, p in deliveries if j == i] or [(None, None)]
-        for to, p in got:
-            records.append(Message(label, step, src, dst, c, op, crc(outgoing[i]), None if p is None else crc(p), to))
-    if log is not None:
-        log.extend(records)
-    if checksums:
-        _verify(schedule, label, step, records)
-    for i, to, payload in deliveries:
-        _, _, _, c, op = rows[i]
-        target = world[to, c * chunk:(c + 1) * chunk]
-        if op == COPY:
-            target[...] = payload
-        elif op == ADD:
-            with np.errstate(over="ignore", invalid="ignore"):  # a corrupted exponent may make inf/NaN
-                target[...] = hop_add(target, payload)
-
-
-def first_match(rows, i: int, f: Fault) -> bool:
-    """True if row i is the first message of the step that ``f`` matches (a fault hits one message)."""
-    for j, (_, src, dst, c, _) in enumerate(rows):
-        if (src, dst) == f.link and f.chunk in (None, c):
-            return j == i
-    return False
-
-
-def flip_bits(payload: np.ndarray, f: Fault) -> np.ndarray:
-    """A copy of ``payload`` with the fault's bits flipped in element ``elem`` (a ValueError if out of range)."""
-    width = payload.dtype.itemsize * 8
-    if f.elem >= payload.size or any(b >= width for b in f.bits):
-        raise ValueError(f"fault {f}: a message holds {payload.size} elements of {width} bits (elem < "
-                         f"{payload.size}, bit < {width})")
-    out = payload.copy()
-    bits = out.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[payload.dtype.itemsize])
-    for b in f.bits:
-        bits[f.elem] ^= bits.dtype.type(1) << bits.dtype.type(b)
-    return out
-
-
-def _verify(schedule: Schedule, label: str, step: int, records: list[Message]) -> None:
-    """What the receivers check: the CRC in each header, the addressee, and one copy of each expected message."""
-    seen: dict = {}
-    for m in records:
-        where = f"{_where(schedule, label, step)}, link {m.src}->{m.dst}, chunk {m.chunk}"
-        if m.delivered_to is None:
-            raise MessageFault(f"message lost: {where}: rank {m.dst} never received it", label, step,
-                               (m.src, m.dst), (m.src, m.dst))
-        if m.delivered_to != m.dst:
-            raise MessageFault(f"message misrouted: {where}: it arrived at rank {m.delivered_to}", label, step,
-                               (m.src, m.dst), (m.src, m.dst))
-        if m.received_crc != m.sent_crc:
-            raise MessageFault(f"message corrupted: {where}: CRC-32 {m.received_crc:#010x} received, "
-                               f"{m.sent_crc:#010x} sent", label, step, (m.src, m.dst), (m.src, m.dst))
-        key = (m.src, m.dst, m.chunk)
-        seen[key] = seen.get(key, 0) + 1
-        if seen[key] > _expected_copies(schedule, step, key):
-            raise MessageFault(f"message duplicated: {where}: rank {m.dst} received it twice", label, step,
-                               (m.src, m.dst), (m.src, m.dst))
-
-
-def _expected_copies(schedule: Schedule, step: int, key: tuple[int, int, int]) -> int:
-    return sum(1 for r in _rows(schedule, step) if (r[1], r[2], r[3]) == key)
 
 
 def with_step(fault: Fault, step: int) -> Fault:

@@ -19,7 +19,8 @@ import numpy as np
 from .blocks import integer_blocks, value_bound
 from .dtypes import dtype_name
 from .execute import run_schedule
-from .faults import run_faulty_step, with_step
+from .fault_link import run_faulty_step
+from .faults import with_step
 from .checks import check_n_ranks, check_numel
 from .layout import ChunkLayout
 from .provenance import initial_provenance, run_provenance

@@ -34,7 +34,7 @@ def test_spec_round_trips():
     ("drop:step=1,src=0,dst=1,colour=red", "unknown field 'colour'"), ("drop:step=1,src=0,dst=1,src=2", "twice"),
     ("stop:step=1", "needs rank"), ("drop:step=1,src=0,dst=1,bit=3", "does not take bit"),
     ("misroute:step=1,src=0,dst=1,to=1", "own destination"), ("drop:step", "KEY=VALUE"),
-    ("stop:step=1,rank=2,src=1", "does not take src"), ("drop:step=99999999999999999999,src=0,dst=1", "integer"),
+    ("stop:step=1,rank=2,src=1", "does not take src"), ("stop:step=1,rank=2,chunk=0", "does not take chunk"), ("drop:step=99999999999999999999,src=0,dst=1", "integer"),
 ])
 def test_bad_specs_are_named(spec, words):
     with pytest.raises(ValueError, match=words):

@@ -36,8 +36,8 @@ def _running(pids):
 ])
 def test_a_fault_names_its_rank_and_every_process_is_gone(spec, first, words):
     world = TorchWorld(4, algorithm="ring", timeout=60, faults=[spec], fault_wait=1)
-    with pytest.raises(RankFailure, match=rf"\(first: rank {first}\)(.|\n)*--- rank {first}: (MessageFault|RankStopped)") \
-            as info:
+    named_first = rf"\(first: rank {first}\)(.|\n)*--- rank {first}: (MessageFault|RankStopped)"
+    with pytest.raises(RankFailure, match=named_first) as info:
         world.run(_all_reduce)
     assert re.search(words, str(info.value))
     assert len(world.pids) == 4 and _running(world.pids) == []

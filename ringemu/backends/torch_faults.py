@@ -25,7 +25,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..faults import Fault, MessageFault, RankStopped, check_fault, crc, first_match, flip_bits
+from ..fault_link import crc, first_match, flip_bits
+from ..faults import Fault, MessageFault, RankStopped, check_fault
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
 
