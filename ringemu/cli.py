@@ -72,15 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly (before OSError, its base)
+        sys.stderr.close()
+        return 0
     except (ValueError, TypeError, OSError) as exc:  # bad input, bad path: one line, exit 2
         print(f"ringemu: error: {exc}", file=sys.stderr)
         return 2
     except (RankFailure, CollectiveFault, MemoryError) as exc:  # a run that failed: one line, exit 1
         print(f"ringemu: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
-        sys.stderr.close()
-        return 0
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ from .fault_locate import explain
 from .faults import FaultPlan, as_plan, check_fault, parse_fault
 from .layout import ChunkLayout
 from .ledger import CommLedger
-from .algorithms import op_names
-from .testing import shards_of
+from .algorithms import names, op_names, resolve_op
+from .testing import run_op, shards_of
 from .trace import trace_collective
 from .units import GB, format_gb
 from .virtual import VirtualBuffer
@@ -37,8 +37,6 @@ __all__ = ["register", "cmd_demo", "cmd_run", "cmd_trace", "cmd_count", "run_col
 
 MAX_RUN_ELEMENTS = 2 ** 28  # N·S for `run` (real data): 1 GiB of fp32 inputs, plus padded copy and outputs
 MAX_COUNT_RANKS = 4096  # `count` walks the real schedule: 2N(N-1) transfers of 40 B each = 1.3 GB at N = 4096
-_RUN = {"reduce-scatter": collectives.reduce_scatter, "all-gather": collectives.all_gather,
-        "all-reduce": collectives.all_reduce, "naive-all-reduce": collectives.naive_all_reduce}
 
 
 def register(subparsers) -> None:
@@ -81,6 +79,8 @@ def _fault_flags(p: argparse.ArgumentParser) -> None:
 
 def _common(p: argparse.ArgumentParser, ops: list[str], dtype_default: str | None = None) -> None:
     p.add_argument("--op", required=True, choices=ops, help="the collective")
+    p.add_argument("--algorithm", choices=names(), default=None,
+                   help="the algorithm, from the catalog (default: ring; `ringemu compare` lists them)")
     p.add_argument("--ranks", type=int, required=True, help="number of ranks N >= 1")
     p.add_argument("--numel", type=int, required=True, help="elements per rank S >= 0")
     p.add_argument("--dtype", default=dtype_default, required=dtype_default is None,
@@ -89,16 +89,17 @@ def _common(p: argparse.ArgumentParser, ops: list[str], dtype_default: str | Non
 
 
 # -- run ---------------------------------------------------------------------------------------------------------
-def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, mode: str = "fused", faults=None):
-    """Run ``op`` on :func:`~ringemu.blocks.integer_blocks`; return (inputs, outputs, expected, verified, ledger).
+def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, mode: str = "fused",
+                   algorithm: str | None = None, faults=None):
+    """Run ``op`` by ``algorithm`` (:func:`ringemu.algorithms.resolve_op`) on :func:`~ringemu.blocks.integer_blocks`;
+    return (inputs, outputs, expected, verified, ledger).
 
     ``outputs`` is a list of N per-rank arrays. ``expected`` is computed independently of the schedule:
     ``numpy.sum`` over ranks in int64 / float64 (exact for integer blocks), or for all-gather the concatenated
     shards. ``verified`` is True iff every rank's output equals its part of ``expected`` exactly.
     """
     n, s, dt = check_n_ranks(n_ranks, "ranks"), check_numel(numel), resolve_dtype(dtype)
-    if op not in _RUN:
-        raise ValueError(f"op must be one of {', '.join(_RUN)}; got {op!r}")
+    collective, algorithm = resolve_op(op, algorithm)
     if n * s > MAX_RUN_ELEMENTS:
         raise ValueError(f"ranks·numel must be <= {MAX_RUN_ELEMENTS:,} for a run with real data; got {n * s:,} "
                          f"(use `ringemu count` for traffic at any size)")
@@ -106,19 +107,16 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
     check_integer_blocks(inputs, "inputs")  # the promise the independent sum relies on
     wide = np.int64 if dt.kind == "i" else np.float64  # exact for every integer block (blocks.EXACT_LIMITS)
     layout, ledger = ChunkLayout(s, n), CommLedger()
-    plan = as_plan(faults)
-    if op == "all-gather":
-        shards = shards_of(inputs)
-        expected = np.concatenate([x.astype(wide) for x in shards])
-        outputs = list(collectives.all_gather(shards, ledger=ledger, mode=mode, faults=plan))
+    if collective == "all-gather":
+        expected = np.concatenate([x.astype(wide) for x in shards_of(inputs)])
     else:
         expected = np.sum(inputs.astype(wide), axis=0)
-        result = _RUN[op](inputs, ledger=ledger, mode=mode, faults=plan)
-        outputs = list(result)
+    plan = as_plan(faults)
+    outputs = list(run_op(collective, inputs, algorithm=algorithm, ledger=ledger, mode=mode, faults=plan))
     if plan is not None and plan.unfired():
         raise ValueError(f"--fault {plan.unfired()[0]} never fired: the collective is labelled "
                          f"{', '.join(plan.labels_seen())} (drop label= or use that one)")
-    if op == "reduce-scatter":
+    if collective == "reduce-scatter":
         verified = all(np.array_equal(out.astype(wide), expected[layout.payload_slice(r)])
                        for r, out in enumerate(outputs))
     else:
@@ -129,17 +127,18 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
 def cmd_run(args) -> int:
     faults = FaultPlan(tuple(args.fault), checksums=not args.no_checksums) if args.fault else None
     inputs, outputs, expected, verified, ledger = run_collective(args.op, args.ranks, args.numel, args.dtype,
-                                                                 args.seed, args.mode, faults)
+                                                                 args.seed, args.mode, args.algorithm, faults)
     name = dtype_name(args.dtype)
+    algorithm = resolve_op(args.op, args.algorithm)[1]
     saved = _save(args.save, args, inputs, outputs, expected) if args.save else None
     if args.json:
-        out = {"op": args.op, "ranks": args.ranks, "numel": args.numel, "dtype": name, "seed": args.seed,
-               "mode": args.mode, "verified": verified, "saved": saved}
+        out = {"op": args.op, "algorithm": algorithm, "ranks": args.ranks, "numel": args.numel, "dtype": name,
+               "seed": args.seed, "mode": args.mode, "verified": verified, "saved": saved}
         out.update(_summary(ledger))
         print(json.dumps(out))
     else:
-        print(f"{args.op} on {args.ranks} ranks: {args.numel:,} {name} elements per rank (integer blocks, "
-              f"seed {args.seed}, mode {args.mode})")
+        print(f"{args.op} ({algorithm}) on {args.ranks} ranks: {args.numel:,} {name} elements per rank (integer "
+              f"blocks, seed {args.seed}, mode {args.mode})")
         against = "the concatenated shards" if args.op == "all-gather" else "numpy.sum of the inputs"
         print(f"verified: {'yes' if verified else 'NO'} (every rank's result equals {against}, exactly)")
         print(*_traffic_lines(ledger), sep="\n")
@@ -156,7 +155,7 @@ def _save(path: str, args, inputs, outputs, expected) -> str:
 
     n, s = inputs.shape
     layout = ChunkLayout(s, n)
-    if args.op == "reduce-scatter":  # (N, ceil(S/N)): row r is rank r's chunk, zero after its payload
+    if resolve_op(args.op)[0] == "reduce-scatter":  # (N, ceil(S/N)): row r is rank r's chunk, zero after its payload
         out = np.zeros((n, layout.chunk_size), dtype=inputs.dtype)
         for r, chunk in enumerate(outputs):
             out[r, :chunk.size] = chunk
@@ -171,7 +170,8 @@ def _save(path: str, args, inputs, outputs, expected) -> str:
 # -- trace -------------------------------------------------------------------------------------------------------
 def cmd_trace(args) -> int:
     faults = [parse_fault(spec) for spec in args.fault]
-    trace = trace_collective(args.op, args.ranks, args.numel, args.dtype, args.seed, faults=faults or None)
+    trace = trace_collective(args.op, args.ranks, args.numel, args.dtype, args.seed, algorithm=args.algorithm,
+                             faults=faults or None)
     if not faults:
         print(json.dumps(trace.as_dict()) if args.json else trace.render())
         return 0
@@ -193,37 +193,38 @@ def cmd_trace(args) -> int:
 
 
 # -- count -------------------------------------------------------------------------------------------------------
-def count_collective(op: str, n_ranks: int, numel: int, dtype: object) -> CommLedger:
-    """Count ``op`` on size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`): no data, exact traffic."""
+def count_collective(op: str, n_ranks: int, numel: int, dtype: object, algorithm: str | None = None) -> CommLedger:
+    """Count ``op`` by ``algorithm`` on size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`): no data,
+    exact traffic."""
     n, s = check_n_ranks(n_ranks, "ranks"), check_numel(numel)
-    if op not in _RUN:
-        raise ValueError(f"op must be one of {', '.join(_RUN)}; got {op!r}")
+    collective, algorithm = resolve_op(op, algorithm)
     if n > MAX_COUNT_RANKS:
         raise ValueError(f"ranks must be <= {MAX_COUNT_RANKS} for count (it walks every transfer of the schedule, "
                          f"2N(N-1) for all-reduce); got {n}")
     ledger = CommLedger()
-    _RUN[op](VirtualBuffer((n, s), dtype), ledger=ledger)
+    run_op(collective, VirtualBuffer((n, s), dtype), algorithm=algorithm, ledger=ledger)
     return ledger
 
 
 def cmd_count(args) -> int:
-    ledger = count_collective(args.op, args.ranks, args.numel, args.dtype)
+    ledger = count_collective(args.op, args.ranks, args.numel, args.dtype, args.algorithm)
     name = dtype_name(args.dtype)
+    algorithm = resolve_op(args.op, args.algorithm)[1]
     seconds = None
     if args.bandwidth is not None:
         bandwidth = _positive_fraction(args.bandwidth, "--bandwidth", allow_zero=False)
         latency = _positive_fraction(args.latency_us, "--latency-us", allow_zero=True)
         seconds = ledger.alpha_beta_time(bandwidth * GB, latency / 10 ** 6)
     if args.json:
-        out = {"op": args.op, "ranks": args.ranks, "numel": args.numel, "dtype": name}
+        out = {"op": args.op, "algorithm": algorithm, "ranks": args.ranks, "numel": args.numel, "dtype": name}
         out.update(_summary(ledger))
         if seconds is not None:
             out.update({"bandwidth_GBps": str(bandwidth), "latency_us": str(latency),
                         "alpha_beta_seconds": float(seconds), "alpha_beta_seconds_exact": str(seconds)})
         print(json.dumps(out))
         return 0
-    print(f"{args.op} on {args.ranks:,} ranks: {args.numel:,} {name} elements per rank (size-only: counted, "
-          f"no data)")
+    print(f"{args.op} ({algorithm}) on {args.ranks:,} ranks: {args.numel:,} {name} elements per rank (size-only: "
+          f"counted, no data)")
     print(*_traffic_lines(ledger), sep="\n")
     if seconds is not None:
         print(f"α-β time at {bandwidth} GB/s per link, latency {latency} µs per step: {float(seconds):.4g} s "

@@ -13,7 +13,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
-from ringemu.backends.base import communicator_algorithms
+from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
 from ringemu.faults import FaultPlan
 from ringemu.units import GB, format_gb
@@ -109,7 +109,7 @@ def register(subparsers) -> None:
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
     _algorithm_argument(z)
-    z.add_argument("--torch-algorithm", choices=("native", *communicator_algorithms()), default=None,
+    z.add_argument("--torch-algorithm", choices=(NATIVE, *communicator_algorithms()), default=None,
                    help="torch backend: a registry schedule over send/recv (default: --algorithm, the emulator's "
                         "summation order), or native, the engine's own collectives (gloo's order)")
     z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0,
@@ -201,7 +201,7 @@ def zero_command(args) -> int:
     if args.fault and args.stage == "all":
         raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
     if args.backend == "torch":
-        if args.fault and args.torch_algorithm == "native":
+        if args.fault and args.torch_algorithm == NATIVE:
             raise ValueError("--fault needs a registry schedule over send/recv on the torch backend (drop "
                              "--torch-algorithm native)")
         return _torch_command(args, units, scaling)

@@ -92,7 +92,8 @@ class OptimizerShard:
             grad32, fresh16 = np.empty(reduced16.shape, np.float32), np.empty(reduced16.shape, reduced16.dtype)
             self._scratch[unit] = grad32, fresh16
         fused_update_kernel(reduced16.view(np.uint16), kernel_kind16(reduced16.dtype),
-                            np.float32(n_ranks * loss_scale), self.payload(self.master, unit), self.payload(self.m, unit), self.payload(self.v, unit),
+                            np.float32(n_ranks * loss_scale), self.payload(self.master, unit),
+                            self.payload(self.m, unit), self.payload(self.v, unit),
                             grad32, fresh16.view(np.uint16), *kernel_constants(self.config, self.step_count))
         self._fresh16[unit] = fresh16
         return grad32

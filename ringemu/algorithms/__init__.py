@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
 
+from ..checks import check_int
 from ..schedule import Schedule, check_n_ranks
 
 __all__ = [
@@ -51,13 +52,11 @@ def default_ranks_per_node(n_ranks: int) -> int:
 
 def check_ranks_per_node(ranks_per_node: object, n_ranks: int) -> int:
     """``ranks_per_node`` as an int that divides ``n_ranks``, or a clear TypeError/ValueError."""
-    if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int):
-        raise TypeError(f"ranks_per_node must be an integer >= 1 that divides n_ranks; got {ranks_per_node!r} "
-                        f"({type(ranks_per_node).__name__})")
-    if ranks_per_node < 1 or n_ranks % ranks_per_node:
-        raise ValueError(f"ranks_per_node must be an integer >= 1 that divides n_ranks={n_ranks}; got "
-                         f"{ranks_per_node}")
-    return ranks_per_node
+    why = f"that divides n_ranks={n_ranks}"
+    value = check_int(ranks_per_node, "ranks_per_node", minimum=1, why=why)
+    if n_ranks % value:
+        raise ValueError(f"ranks_per_node must be an integer >= 1 ({why}), got {value}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import Any, Callable
 from ..checks import check_n_ranks, check_timeout
 from ..faults import MessageFault, RankStopped, as_plan
 from ..ledger import CommLedger
+from .base import NATIVE
 from .emulator import RankFailure
 
 __all__ = ["TorchWorld", "communicator_from_env", "BACKENDS"]
@@ -47,7 +48,7 @@ _FAULTS = tuple(c.__name__ for c in (RankStopped, MessageFault))  # injected fau
 _GRACE_S = 2.0  # seconds the other ranks get to report after the first failure, before they are killed
 
 
-def communicator_from_env(backend: str | None = None, algorithm: str = "native", ledger: CommLedger | None = None,
+def communicator_from_env(backend: str | None = None, algorithm: str = NATIVE, ledger: CommLedger | None = None,
                           timeout: float = 600.0):
     """Initialise the default process group from torchrun's environment (``RANK``, ``WORLD_SIZE``,
     ``MASTER_ADDR``, ``MASTER_PORT``, ``LOCAL_RANK``) and return this process's TorchCommunicator.
@@ -120,7 +121,7 @@ class TorchWorld:
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, backend: str = "gloo",
-                 algorithm: str = "native", timeout: float = 120.0, start_method: str | None = None,
+                 algorithm: str = NATIVE, timeout: float = 120.0, start_method: str | None = None,
                  faults=None, fault_wait: float = 5.0):
         self.n_ranks = check_n_ranks(n_ranks)
         if backend not in BACKENDS:
@@ -144,7 +145,7 @@ class TorchWorld:
         if plan is not None and any(f.kind == "duplicate" for f in plan.faults):
             raise ValueError("duplicate faults run on the emulator only (on a real link the second copy is read by "
                              "nobody)")
-        if self.faults and algorithm == "native":
+        if self.faults and algorithm == NATIVE:
             raise ValueError("faults run on a registry algorithm's send/recv path (e.g. algorithm='ring'), not on "
                              "the engine's native collectives")
         self.fault_wait = check_timeout(fault_wait, "fault_wait")
