@@ -36,9 +36,8 @@ def test_the_other_detectors_never_blame_a_wrong_step_or_miss_the_link(case):
 @given(faulty_runs(kinds=("drop", "misroute")))
 def test_provenance_sees_every_drop_and_misroute_of_a_message_that_mattered(case):
     """A lost message leaves its receiver without contributions the schedule promised; a misrouted one too —
-    unless the message was redundant: a copy of contributions the receiver already held (the recursive-doubling
-    and halving-doubling all-gathers on non-powers of two send a folded rank its own chunk back). Then nothing
-    but the message accounting can tell."""
+    unless the message was redundant, a copy of contributions the receiver already held (no algorithm of the
+    registry sends one today; if one did, nothing but the message accounting could tell)."""
     schedule, world, fault, row, mode = case
     finding = detect(observe(schedule, world, [fault], mode), "provenance")
     _, history = run_provenance(schedule, record_steps=True)
