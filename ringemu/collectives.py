@@ -126,7 +126,12 @@ def _run(schedule: Schedule, layout: ChunkLayout, dtype, padded: np.ndarray | No
     if ledger is not None:
         ledger.record(schedule, layout, dtype, label, size_only=padded is None)
     if plan is not None:
-        plan.run(schedule, padded, mode, label)  # raises CollectiveFault before any result is handed out
+        seen = len(plan.messages)
+        try:
+            plan.run(schedule, padded, mode, label)  # raises CollectiveFault before any result is handed out
+        finally:
+            if ledger is not None:  # the link layer's records of this call's faulty steps
+                ledger.messages.extend(plan.messages[seen:])
     elif padded is not None:
         run_schedule(schedule, padded, mode)
 

@@ -148,9 +148,12 @@ class CommLedger:
     """Traffic of every collective run in one world of ``n_ranks`` ranks (set by the first record).
 
     Pass one ledger to the collectives (or to a Communicator); query it afterwards, optionally by label.
+    ``messages`` carries the per-message records (header and CRC-32 as sent and as received,
+    :class:`ringemu.fault_link.Message`) of every step that ran with injected faults (:mod:`ringemu.faults`).
     """
 
     records: list[CollectiveRecord] = field(default_factory=list)
+    messages: list = field(default_factory=list)
 
     def record(self, schedule: Schedule, layout: ChunkLayout, dtype: object, label: str,
                size_only: bool = False) -> CollectiveRecord:

@@ -172,3 +172,18 @@ def test_sub_schedules_compose_to_the_whole():
     for lo, hi in ((0, 3), (3, 4), (4, 8)):
         run_schedule(sub_schedule(schedule, lo, hi), parts)
     assert np.array_equal(whole, parts)
+
+
+def test_the_ledger_carries_the_faulty_steps_message_records():
+    from ringemu.ledger import CommLedger
+    ledger = CommLedger()
+    with pytest.raises(MessageFault):
+        collectives.all_reduce(integer_blocks(4, 8, 0, "int32"), ledger=ledger,
+                               faults="corrupt:step=1,src=0,dst=1,bit=2")
+    # ring all-reduce on 4 ranks sends 4 messages per step, one per link r -> r+1
+    assert [(m.step, m.src, m.dst) for m in ledger.messages] == [(1, r, (r + 1) % 4) for r in range(4)]
+    bad = [m for m in ledger.messages if m.sent_crc != m.received_crc]
+    assert [(m.src, m.dst) for m in bad] == [(0, 1)]
+    clean = CommLedger()
+    collectives.all_reduce(integer_blocks(4, 8, 0, "int32"), ledger=clean)
+    assert clean.messages == []
