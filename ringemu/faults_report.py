@@ -14,7 +14,6 @@ The table of ``docs/faults.md`` is this command's ``--markdown`` output.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from collections import defaultdict
 
@@ -241,10 +240,11 @@ def cmd_faults(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ringemu.faults_report")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["faults", *(argv if argv is not None else __import__("sys").argv[1:])])
-    return cmd_faults(args)
+    """``python -m ringemu.faults_report [ARGS]``: the same as ``ringemu faults [ARGS]`` (one-line errors)."""
+    import sys
+
+    from .cli import main as cli_main
+    return cli_main(["faults", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -111,3 +111,10 @@ def test_cli_run_fails_in_one_line_or_verifies_no(capsys):
     assert "rank=9 is not a rank" in capsys.readouterr().err
     assert main(args + ["--fault", "drop:label=nope,step=1,src=0,dst=1"]) == 2
     assert "never fired" in capsys.readouterr().err
+
+
+def test_faults_command_refuses_bad_counts_in_one_line(capsys):
+    assert main(["faults", "--trials", "0"]) == 2
+    assert main(["faults", "--seed", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "--trials must be" in err and "--seed must be" in err
