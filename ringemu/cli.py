@@ -19,15 +19,15 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import bench_command, commands, compare_command, faults_report
+from . import audit_command, bench_command, commands, compare_command, faults_report
 from .backends.emulator import RankFailure
 from .faults import CollectiveFault
 
 __all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
 ENTRY_POINT_GROUP = "ringemu.commands"
-# demo, run, trace, count; bench; compare; faults
-_BUILT_IN = (commands, bench_command, compare_command, faults_report)
+# demo, run, trace, count; bench; compare; audit; faults
+_BUILT_IN = (commands, bench_command, compare_command, audit_command, faults_report)
 _SOURCE_SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
 
 
