@@ -201,6 +201,9 @@ def zero_command(args) -> int:
     if args.fault and args.stage == "all":
         raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
     if args.backend == "torch":
+        if args.on_fault == "retry":
+            raise ValueError("--on-fault retry runs on the emulator backend only (on torch the ranks that lost a "
+                             "peer cannot all retry together)")
         if args.fault and args.torch_algorithm == NATIVE:
             raise ValueError("--fault needs a registry schedule over send/recv on the torch backend (drop "
                              "--torch-algorithm native)")
