@@ -102,6 +102,8 @@ def test_cli_done_when(capsys):
     assert main(["zero", "--stage", "zero1", "--ranks", "4", "--backend", "torch", "--on-fault", "retry", "--fault",
                  "stop:rank=1,step=0"]) == 2
     assert "--on-fault retry runs on the emulator backend only" in capsys.readouterr().err
+    assert main(["zero", "--stage", "zero1", "--ranks", "4", "--on-fault", "retry"]) == 2
+    assert "--on-fault needs --fault" in capsys.readouterr().err
     assert main(["zero", "--stage", "zero1", "--ranks", "4", "--steps", "2", "--on-fault", "retry", "--fault",
                  "corrupt:label=param_all_gather,step=0,src=0,dst=1,bit=3"]) == 0
     assert "parity with DP yes" in capsys.readouterr().out

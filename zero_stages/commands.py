@@ -198,6 +198,8 @@ def zero_command(args) -> int:
     _check_blocks(args)
     units = args.units
     scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
+    if args.on_fault != "raise" and not args.fault:
+        raise ValueError("--on-fault needs --fault (without faults no step fails)")
     if args.fault and args.stage == "all":
         raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
     if args.backend == "torch":
