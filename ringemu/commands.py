@@ -125,6 +125,8 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
 
 
 def cmd_run(args) -> int:
+    if args.no_checksums and not args.fault:
+        raise ValueError("--no-checksums needs --fault (without faults there is nothing to check)")
     faults = FaultPlan(tuple(args.fault), checksums=not args.no_checksums) if args.fault else None
     inputs, outputs, expected, verified, ledger = run_collective(args.op, args.ranks, args.numel, args.dtype,
                                                                  args.seed, args.mode, args.algorithm, faults)

@@ -111,6 +111,8 @@ def test_cli_run_fails_in_one_line_or_verifies_no(capsys):
     assert "rank=9 is not a rank" in capsys.readouterr().err
     assert main(args + ["--fault", "drop:label=nope,step=1,src=0,dst=1"]) == 2
     assert "never fired" in capsys.readouterr().err
+    assert main(args + ["--no-checksums"]) == 2
+    assert "--no-checksums needs --fault" in capsys.readouterr().err
 
 
 def test_faults_command_refuses_bad_counts_in_one_line(capsys):
