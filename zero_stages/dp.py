@@ -36,29 +36,28 @@ def run_rank(comm, job: Job) -> RankResult:
     scaler, rec = LossScaler(job.loss_scaling), Recorder(job, comm.rank)
     held = [(u, 0, weights16[u]) for u in units]
 
-    guard = StepGuard(comm, job, arena, rec, opt, scaler, weights16)
-    for step in range(job.steps):
-        for attempt in guard.attempts(step):  # atomic: a failed step is rolled back (step_guard)
-            with attempt:
-                # 1-2. Forward, backward; all-reduce each unit's gradient as soon as backward has produced it.
-                ctx = job.workload.begin_step(arena, step, comm.rank)
-                for u in units:
-                    ctx.forward(u, weights16[u])
-                for u in reversed(units):
-                    ctx.backward(u, weights16[u], grads16[u], scaler.scale)
-                    rec.local_grad(u, grads16[u])
-                    write(grads16[u], comm.all_reduce(grads16[u], label="grad_all_reduce"))
-                ctx.end()
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
+        # 1-2. Forward, backward; all-reduce each unit's gradient as soon as backward has produced it.
+        ctx = job.workload.begin_step(arena, step, comm.rank)
+        for u in units:
+            ctx.forward(u, weights16[u])
+        for u in reversed(units):
+            ctx.backward(u, weights16[u], grads16[u], scaler.scale)
+            rec.local_grad(u, grads16[u])
+            write(grads16[u], comm.all_reduce(grads16[u], label="grad_all_reduce"))
+        ctx.end()
 
-                # 3. Skip the step everywhere if the reduced gradient overflowed.
-                overflow = scaler.found_overflow(comm, grads16)
-                if not overflow:
-                    # 4-5. The full update, identical on every rank.
-                    opt.next_step()
-                    for u in units:
-                        rec.grad32(u, 0, opt.update(u, grads16[u], comm.n_ranks, scaler.scale))
-                        write(weights16[u], opt.weights16(u, wire))
-                rec.end_step(step, overflow, scaler.scale, held, opt)
-                scaler.update(overflow)
+        # 3. Skip the step everywhere if the reduced gradient overflowed.
+        overflow = scaler.found_overflow(comm, grads16)
+        if not overflow:
+            # 4-5. The full update, identical on every rank.
+            opt.next_step()
+            for u in units:
+                rec.grad32(u, 0, opt.update(u, grads16[u], comm.n_ranks, scaler.scale))
+                write(weights16[u], opt.weights16(u, wire))
+        rec.end_step(step, overflow, scaler.scale, held, opt)
+        scaler.update(overflow)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

@@ -13,11 +13,10 @@ meets none, and training continues to the bits of a run that never failed).
 Guarding costs one copy of the rank's model states per step, so it is active only when the rank's Communicator
 carries a fault plan (``comm.faults``); without faults a step runs exactly as before. Usage in a stage::
 
-    guard = StepGuard(comm, job, arena, rec, opt, scaler, weights16)
-    for step in range(job.steps):
-        for attempt in guard.attempts(step):
-            with attempt:
-                ...  # the step
+    def one_step(step: int) -> None:
+        ...  # the step
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
 """
 from __future__ import annotations
 
@@ -66,6 +65,13 @@ class StepGuard:
         self.retry = bool(getattr(plan, "retry", False))
         self.rank, self.arena, self.rec, self.opt, self.scaler = comm.rank, arena, rec, opt, scaler
         self.weights16 = [w for w in weights16 if not is_virtual(w)]
+
+    def run(self, steps, one_step) -> None:
+        """Call ``one_step(step)`` for each of ``steps``, each call atomic (see :meth:`attempts`)."""
+        for step in steps:
+            for attempt in self.attempts(step):
+                with attempt:
+                    one_step(step)
 
     def attempts(self, step: int):
         """Yield one attempt per try of ``step``: one when unguarded; after a failure, restore the state, then

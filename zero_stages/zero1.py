@@ -40,36 +40,34 @@ def run_rank(comm, job: Job) -> RankResult:
     def own(buffers, u):
         return part(buffers[u], mine[u].start, mine[u].stop)
 
-    guard = StepGuard(comm, job, arena, rec, opt, scaler, weights16)
-    for step in range(job.steps):
-        for attempt in guard.attempts(step):  # atomic: a failed step is rolled back (step_guard)
-            with attempt:
-                # 1. Forward and backward: the full gradient, as in DP.
-                ctx = job.workload.begin_step(arena, step, rank)
-                for u in units:
-                    ctx.forward(u, weights16[u])
-                for u in reversed(units):
-                    ctx.backward(u, weights16[u], grads16[u], scaler.scale)
-                    rec.local_grad(u, grads16[u])
-                ctx.end()
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
+        # 1. Forward and backward: the full gradient, as in DP.
+        ctx = job.workload.begin_step(arena, step, rank)
+        for u in units:
+            ctx.forward(u, weights16[u])
+        for u in reversed(units):
+            ctx.backward(u, weights16[u], grads16[u], scaler.scale)
+            rec.local_grad(u, grads16[u])
+        ctx.end()
 
-                # 2. Reduce-scatter: this rank receives the reduced gradient of its shard only.
-                for u in reversed(units):
-                    write(own(grads16, u), comm.reduce_scatter(grads16[u], label="grad_reduce_scatter"))
+        # 2. Reduce-scatter: this rank receives the reduced gradient of its shard only.
+        for u in reversed(units):
+            write(own(grads16, u), comm.reduce_scatter(grads16[u], label="grad_reduce_scatter"))
 
-                # 3. Skip the step everywhere if any shard overflowed.
-                overflow = scaler.found_overflow(comm, [own(grads16, u) for u in units])
-                if not overflow:
-                    # 4. Update this rank's shard of master, m, v.
-                    opt.next_step()
-                    for u in units:
-                        rec.grad32(u, mine[u].start, opt.update(u, own(grads16, u), comm.n_ranks, scaler.scale))
-                    # 5. Round the shard to 16 bits and all-gather the updated weights.
-                    for u in units:
-                        write(own(weights16, u), opt.weights16(u, wire))
-                        write(weights16[u], comm.all_gather(own(weights16, u), flat.unit_sizes[u],
-                                                            label="param_all_gather"))
-                rec.end_step(step, overflow, scaler.scale, held, opt)
-                scaler.update(overflow)
+        # 3. Skip the step everywhere if any shard overflowed.
+        overflow = scaler.found_overflow(comm, [own(grads16, u) for u in units])
+        if not overflow:
+            # 4. Update this rank's shard of master, m, v.
+            opt.next_step()
+            for u in units:
+                rec.grad32(u, mine[u].start, opt.update(u, own(grads16, u), comm.n_ranks, scaler.scale))
+            # 5. Round the shard to 16 bits and all-gather the updated weights.
+            for u in units:
+                write(own(weights16, u), opt.weights16(u, wire))
+                write(weights16[u], comm.all_gather(own(weights16, u), flat.unit_sizes[u], label="param_all_gather"))
+        rec.end_step(step, overflow, scaler.scale, held, opt)
+        scaler.update(overflow)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

@@ -42,36 +42,35 @@ def run_rank(comm, job: Job) -> RankResult:
     def own_grad(u):
         return part(grads16[u], 0, mine[u].stop - mine[u].start)
 
-    guard = StepGuard(comm, job, arena, rec, opt, scaler, weights16)
-    for step in range(job.steps):
-        for attempt in guard.attempts(step):  # atomic: a failed step is rolled back (step_guard)
-            with attempt:
-                # 1. Forward with the full weights.
-                ctx = job.workload.begin_step(arena, step, rank)
-                for u in units:
-                    ctx.forward(u, weights16[u])
-                # 2. Backward bucket by bucket: reduce-scatter each unit's gradient, keep only this rank's shard.
-                for u in reversed(units):
-                    bucket = arena.alloc(f"grad_bucket[{u}]", "comm_buffer", flat.unit_sizes[u], wire)
-                    ctx.backward(u, weights16[u], bucket, scaler.scale)
-                    rec.local_grad(u, bucket)
-                    write(own_grad(u), comm.reduce_scatter(bucket, label="grad_reduce_scatter"))
-                    arena.free(f"grad_bucket[{u}]")
-                ctx.end()
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
+        # 1. Forward with the full weights.
+        ctx = job.workload.begin_step(arena, step, rank)
+        for u in units:
+            ctx.forward(u, weights16[u])
+        # 2. Backward bucket by bucket: reduce-scatter each unit's gradient, keep only this rank's shard.
+        for u in reversed(units):
+            bucket = arena.alloc(f"grad_bucket[{u}]", "comm_buffer", flat.unit_sizes[u], wire)
+            ctx.backward(u, weights16[u], bucket, scaler.scale)
+            rec.local_grad(u, bucket)
+            write(own_grad(u), comm.reduce_scatter(bucket, label="grad_reduce_scatter"))
+            arena.free(f"grad_bucket[{u}]")
+        ctx.end()
 
-                # 3. Skip the step everywhere if any shard overflowed.
-                overflow = scaler.found_overflow(comm, [own_grad(u) for u in units])
-                if not overflow:
-                    # 4. Update this rank's shard of master, m, v.
-                    opt.next_step()
-                    for u in units:
-                        rec.grad32(u, mine[u].start, opt.update(u, own_grad(u), comm.n_ranks, scaler.scale))
-                    # 5. Round the shard to 16 bits and all-gather the updated weights.
-                    for u in units:
-                        own_w = part(weights16[u], mine[u].start, mine[u].stop)
-                        write(own_w, opt.weights16(u, wire))
-                        write(weights16[u], comm.all_gather(own_w, flat.unit_sizes[u], label="param_all_gather"))
-                rec.end_step(step, overflow, scaler.scale, held, opt)
-                scaler.update(overflow)
+        # 3. Skip the step everywhere if any shard overflowed.
+        overflow = scaler.found_overflow(comm, [own_grad(u) for u in units])
+        if not overflow:
+            # 4. Update this rank's shard of master, m, v.
+            opt.next_step()
+            for u in units:
+                rec.grad32(u, mine[u].start, opt.update(u, own_grad(u), comm.n_ranks, scaler.scale))
+            # 5. Round the shard to 16 bits and all-gather the updated weights.
+            for u in units:
+                own_w = part(weights16[u], mine[u].start, mine[u].stop)
+                write(own_w, opt.weights16(u, wire))
+                write(weights16[u], comm.all_gather(own_w, flat.unit_sizes[u], label="param_all_gather"))
+        rec.end_step(step, overflow, scaler.scale, held, opt)
+        scaler.update(overflow)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)
