@@ -28,6 +28,7 @@ from .faults import FaultPlan, as_plan, check_fault, parse_fault
 from .layout import ChunkLayout
 from .ledger import CommLedger
 from .algorithms import names, op_names, resolve_op
+from .memory_guard import check_fits, collective_run_bytes
 from .testing import run_op, shards_of
 from .trace import trace_collective
 from .units import GB, format_gb
@@ -103,6 +104,11 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
     if n * s > MAX_RUN_ELEMENTS:
         raise ValueError(f"ranks·numel must be <= {MAX_RUN_ELEMENTS:,} for a run with real data; got {n * s:,} "
                          f"(use `ringemu count` for traffic at any size)")
+    hint = (f"ringemu count --op {op} --algorithm {algorithm} --ranks {n} --numel {s} --dtype {dtype_name(dt)}"
+            if n <= MAX_COUNT_RANKS else
+            f"ringemu count (at most {MAX_COUNT_RANKS} ranks: it walks the same N² schedule)")
+    check_fits(collective_run_bytes(collective, n, s, dt.itemsize, algorithm),
+               f"{op} on {n:,} ranks of {s:,} elements", hint)
     inputs = integer_blocks(n, s, seed, dt)
     check_integer_blocks(inputs, "inputs")  # the promise the independent sum relies on
     wide = np.int64 if dt.kind == "i" else np.float64  # exact for every integer block (blocks.EXACT_LIMITS)

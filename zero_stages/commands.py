@@ -18,7 +18,9 @@ from ringemu.blocks import EXACT_LIMITS
 from ringemu.faults import FaultPlan
 from ringemu.units import GB, format_gb
 
-from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, run_size_only, train
+from ringemu.memory_guard import check_fits
+
+from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, run_size_only, train, training_bytes
 from .closed_forms import STAGES
 from .flat import MAX_PSI
 from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
@@ -194,6 +196,15 @@ def _check_blocks(args) -> None:
                          f"sums over N ranks stay exact in {args.dtype} only up to {limit}); got {args.ranks}")
 
 
+def _check_fits(args, stages, units) -> None:
+    """Refuse (exit 2) a training run whose real arrays cannot fit this machine's memory; name ``ringemu memory``."""
+    sizes = list(units or DEFAULT_UNIT_SIZES)
+    need = sum(training_bytes(s, args.ranks, args.steps, sizes, args.dtype) for s in stages)  # all reports are kept
+    shown = ",".join(map(str, sizes)) if len(sizes) <= 8 else f"<the same {len(sizes)} units>"
+    check_fits(need, f"ringemu zero on {args.ranks} ranks ({', '.join(stages)}; steps: {args.steps})",
+               f"ringemu memory --units {shown} --ranks {args.ranks} --dtype {args.dtype}")
+
+
 def zero_command(args) -> int:
     _check_blocks(args)
     units = args.units
@@ -211,6 +222,7 @@ def zero_command(args) -> int:
                              "--torch-algorithm native)")
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
+    _check_fits(args, stages, units)
     plan = FaultPlan(tuple(args.fault), retry=args.on_fault == "retry") if args.fault else None
     # the faulty stage runs first, so that a failed step stops the command before any other run
     reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
@@ -251,6 +263,7 @@ def memory_command(args) -> int:
             "peak_bytes_per_rank": rep.peak_bytes_per_rank,
             "fits": worst <= card,
         })
+        del rep  # its ledgers (and schedules) go before the next stage builds its own
     psi = sum(args.units) if args.units else args.params
     out = {"params": psi, "unit_sizes": args.units or [psi], "ranks": args.ranks, "gpu_gb": f"{args.gpu_gb:f}",
            "dtype": args.dtype, "algorithm": args.algorithm, "stages": rows}

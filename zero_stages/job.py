@@ -38,9 +38,17 @@ class Job:
     memory: MemoryLedger
     size_only: bool = False
     record_history: bool = True
+    _initial: dict = field(default_factory=dict, repr=False, compare=False)  # unit -> initial fp32 values, read-only
 
     def init_unit(self, unit: int):
-        return self.workload.init_unit(unit)
+        """Unit ``unit``'s initial fp32 values (None when size-only), computed once per job and shared by the
+        ranks read-only (every rank starts from the same weights; each copies what it keeps)."""
+        if unit not in self._initial:
+            values = self.workload.init_unit(unit)
+            if values is not None:
+                values.flags.writeable = False
+            self._initial[unit] = values
+        return self._initial[unit]
 
 
 @dataclass
