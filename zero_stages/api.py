@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
-from ringemu.backends.emulator import EmulatedWorld
+from ringemu.backends.emulator import EmulatedWorld, RankFailure
 from ringemu.backends.size_only import SizeOnlyWorld
 from ringemu.blocks import value_bound
 from ringemu.checks import MAX_NUMEL, check_int, check_n_ranks
 from ringemu.dtypes import dtype_name
+from ringemu.faults import CollectiveFault, as_plan
 from ringemu.ledger import CommLedger
 from ringemu.memory_guard import FIXED_BYTES, RANK_BYTES
 from ringemu.memory import MemoryLedger
@@ -28,9 +29,10 @@ from .model import MLP, default_width
 from .precision import LossScaling, check_wire_dtype, default_loss_scaling
 from .rank_classes import run_by_class
 from .report import StageReport, build_report
+from .step_guard import StepFailed
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
-__all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_only", "run_job", "training_job",
+__all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "StepFailed", "train", "run_size_only", "run_job", "training_job",
            "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS", "training_bytes"]
 
 RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
@@ -47,7 +49,7 @@ def _rank_function(stage):
 
 
 def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
-            algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
+            algorithm: str = DEFAULT_ALGORITHM, faults=None) -> StageReport:
     """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``.
 
     The ranks run in ``EmulatedWorld(n, comm_ledger, mode, algorithm=algorithm)`` (``algorithm``: a name of
@@ -58,17 +60,32 @@ def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
     A size-only job without a ``world_factory`` runs in a :class:`~ringemu.backends.SizeOnlyWorld` (ranks one
     after another, no threads); for a built-in stage, one rank per class of ranks with equal shard sizes
     (:mod:`zero_stages.rank_classes`, tested equal to running every rank).
+
+    ``faults`` (emulator only; :mod:`ringemu.faults`): a step that meets one is rolled back on every rank
+    (:mod:`zero_stages.step_guard`) and :class:`~zero_stages.step_guard.StepFailed` is raised — or, with a
+    ``FaultPlan(retry=True)``, the step runs again. A fault that never fires is a ValueError.
     """
     fn, name = _rank_function(stage)
     comm = CommLedger()
     n = job.flat.n_ranks
+    plan = as_plan(faults)
+    if plan is not None and (world_factory is not None or job.size_only):
+        raise ValueError("faults need the emulator backend and a training job (real numbers)")
     if world_factory is not None:
         results = world_factory(n, comm).run(fn, job)
     elif job.size_only:
         world = SizeOnlyWorld(n, comm, algorithm=algorithm)
         results = run_by_class(fn, job, world) if fn in RANK_FUNCTIONS.values() else world.run(fn, job)
     else:
-        results = EmulatedWorld(n, comm, mode=mode, algorithm=algorithm).run(fn, job)
+        try:
+            results = EmulatedWorld(n, comm, mode=mode, algorithm=algorithm, faults=plan).run(fn, job)
+        except RankFailure as exc:
+            if isinstance(exc.__cause__, CollectiveFault) and exc.__cause__.states:
+                raise StepFailed(exc.__cause__) from exc.__cause__
+            raise
+        if plan is not None and plan.unfired():
+            raise ValueError(f"fault {plan.unfired()[0]} never fired: {name} made no matching collective call "
+                             f"(labels seen: {', '.join(plan.labels_seen())})")
     return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
                         job.memory, comm)
 
@@ -147,19 +164,20 @@ def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
 def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
           micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
           loss_scaling: LossScaling | None = None, record_history: bool = True, mode: str = "fused",
-          algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
+          algorithm: str = DEFAULT_ALGORITHM, faults=None) -> StageReport:
     """Train with real numbers for ``steps`` steps on ``n_ranks`` emulated ranks; keep every rank's final state
     (and, with ``record_history``, its state after every step) so that parity with DP can be checked.
 
     ``grads="model"`` trains :class:`~zero_stages.model.MLP` (``unit_sizes`` default ``DEFAULT_UNIT_SIZES``,
     ``width`` default :func:`~zero_stages.model.default_width`); ``grads="blocks"`` feeds fixed-seed integer
     blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none. The collectives run
-    ``algorithm`` (a name of :func:`ringemu.backends.communicator_algorithms`, default the ring).
+    ``algorithm`` (a name of :func:`ringemu.backends.communicator_algorithms`, default the ring). ``faults``: see
+    :func:`run_job`.
     """
     _rank_function(stage)
     job = training_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, micro_batch=micro_batch, width=width,
                        adam=adam, loss_scaling=loss_scaling, record_history=record_history)
-    return run_job(stage, job, mode, algorithm=algorithm)
+    return run_job(stage, job, mode, algorithm=algorithm, faults=faults)
 
 
 def training_bytes(stage, n_ranks, steps, unit_sizes=None, wire_dtype="bf16", record_history: bool = True) -> int:

@@ -15,6 +15,7 @@ from fractions import Fraction
 from ringemu.algorithms import DEFAULT_ALGORITHM
 from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
+from ringemu.faults import FaultPlan
 from ringemu.units import GB, format_gb
 
 from ringemu.memory_guard import check_fits
@@ -119,6 +120,11 @@ def register(subparsers) -> None:
                         "summation order), or native, the engine's own collectives (gloo's order)")
     z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0,
                    help="torch backend: seconds before a stage's run is declared hung and its processes are killed")
+    z.add_argument("--fault", action="append", metavar="SPEC", default=[],
+                   help="inject a fault into the chosen stage's run, e.g. stop:rank=5,label=param_all_gather_bwd,"
+                        "step=2 (grammar: docs/faults.md); repeatable; needs one --stage")
+    z.add_argument("--on-fault", choices=("raise", "retry"), default="raise",
+                   help="after rolling the failed step back: stop with an error (default), or run the step again")
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
@@ -188,7 +194,8 @@ def _print_stage(report: StageReport, info: dict) -> None:
 def _torch_command(args, units, scaling) -> int:
     from zero_stages.torch.torch_zero import run_zero_on_torch  # torch is an optional extra
     out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
-                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm or args.algorithm)
+                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm or args.algorithm,
+                            faults=tuple(args.fault) or None)
     ok = all(e["parity_with_dp"] and e["parity_with_emulator"] is not False for e in out["stages"])
     if args.json:
         print(json.dumps(out))
@@ -225,13 +232,25 @@ def zero_command(args) -> int:
     _check_blocks(args)
     units = args.units
     scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
+    if args.on_fault != "raise" and not args.fault:
+        raise ValueError("--on-fault needs --fault (without faults no step fails)")
+    if args.fault and args.stage == "all":
+        raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
     if args.backend == "torch":
+        if args.on_fault == "retry":
+            raise ValueError("--on-fault retry runs on the emulator backend only (on torch the ranks that lost a "
+                             "peer cannot all retry together)")
+        if args.fault and args.torch_algorithm == NATIVE:
+            raise ValueError("--fault needs a registry schedule over send/recv on the torch backend (drop "
+                             "--torch-algorithm native)")
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
     _check_fits(args, stages, units)
+    plan = FaultPlan(tuple(args.fault), retry=args.on_fault == "retry") if args.fault else None
+    # the faulty stage runs first, so that a failed step stops the command before any other run
     reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
-                        algorithm=args.algorithm)
-               for s in stages}
+                        algorithm=args.algorithm, faults=plan if s == args.stage else None)
+               for s in sorted(stages, key=lambda s: s != args.stage)}
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
     infos = {s: stage_json(reports[s], dp) for s in shown}
