@@ -106,9 +106,12 @@ class CommLedger:
     """Traffic of every collective run in one world of ``n_ranks`` ranks (set by the first record).
 
     Pass one ledger to the collectives (or to a Communicator); query it afterwards, optionally by label.
+    ``messages`` carries the per-message records (header and CRC-32 as sent and as received,
+    :class:`ringemu.fault_link.Message`) of every step that ran with injected faults (:mod:`ringemu.faults`).
     """
 
     records: list[CollectiveRecord] = field(default_factory=list)
+    messages: list = field(default_factory=list)
     # shared counts: one ScheduleCounts per distinct schedule, one LayoutCounts per (schedule, layout, itemsize)
     _schedules: dict = field(default_factory=dict, repr=False, compare=False)
     _layouts: dict = field(default_factory=dict, repr=False, compare=False)

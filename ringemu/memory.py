@@ -35,6 +35,7 @@ class MemoryLedger:
     _current: list[dict[str, int]] = field(init=False, repr=False)
     _peak: list[dict[str, int]] = field(init=False, repr=False)
     _peak_total: list[int] = field(init=False, repr=False)
+    _at_peak: list[dict[str, int]] = field(init=False, repr=False)
     _total: list[int] = field(init=False, repr=False)
     _shared_live: set[int] = field(init=False, repr=False)  # ranks whose live-buffer table another rank shares
 
@@ -44,6 +45,7 @@ class MemoryLedger:
         self._current = [dict.fromkeys(CATEGORIES, 0) for _ in range(self.n_ranks)]
         self._peak = [dict.fromkeys(CATEGORIES, 0) for _ in range(self.n_ranks)]
         self._peak_total = [0] * self.n_ranks
+        self._at_peak = [dict.fromkeys(CATEGORIES, 0) for _ in range(self.n_ranks)]
         self._total = [0] * self.n_ranks  # bytes held now, all categories
         self._shared_live = set()
 
@@ -66,8 +68,9 @@ class MemoryLedger:
         cur[category] += nbytes
         self._peak[rank][category] = max(self._peak[rank][category], cur[category])
         total = self._total[rank] = self._total[rank] + nbytes
-        if total > self._peak_total[rank]:
+        if total > self._peak_total[rank]:  # the first moment the total reached its peak
             self._peak_total[rank] = total
+            self._at_peak[rank] = dict(cur)
 
     def free(self, rank: int, name: str) -> None:
         """Record that ``rank`` released buffer ``name``."""
@@ -100,6 +103,7 @@ class MemoryLedger:
         self._current[dst] = dict(self._current[src])
         self._peak[dst] = dict(self._peak[src])
         self._peak_total[dst] = self._peak_total[src]
+        self._at_peak[dst] = dict(self._at_peak[src])
         self._total[dst] = self._total[src]
 
     def current(self, rank: int, category: str | None = None) -> int:
@@ -111,10 +115,17 @@ class MemoryLedger:
         """Highest bytes ``rank`` ever held at once, in one category or in all together."""
         return self._peak[rank][category] if category else self._peak_total[rank]
 
+    def at_peak(self, rank: int, category: str | None = None) -> int:
+        """Bytes ``rank`` held in ``category`` at the first moment its total reached :meth:`peak` (the
+        categories at that moment sum to the peak total)."""
+        return self._at_peak[rank][category] if category else self._peak_total[rank]
+
     def model_states(self, rank: int) -> int:
         """Bytes of model states (16-bit weights and grads, fp32 master, m, v) ``rank`` holds now."""
         return sum(self._current[rank][c] for c in MODEL_STATE_CATEGORIES)
 
     def by_category(self, rank: int) -> dict[str, dict[str, int]]:
-        """``{category: {"current": bytes, "peak": bytes}}`` for ``rank``."""
-        return {c: {"current": self._current[rank][c], "peak": self._peak[rank][c]} for c in CATEGORIES}
+        """``{category: {"current": bytes, "peak": bytes, "at_peak": bytes}}`` for ``rank``: held now, the
+        category's own highest, and what it held when the rank's total peaked."""
+        return {c: {"current": self._current[rank][c], "peak": self._peak[rank][c],
+                    "at_peak": self._at_peak[rank][c]} for c in CATEGORIES}

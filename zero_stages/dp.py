@@ -16,6 +16,7 @@ from .buffers import Arena, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
+from .step_guard import StepGuard
 
 __all__ = ["run_rank"]
 
@@ -35,7 +36,7 @@ def run_rank(comm, job: Job) -> RankResult:
     scaler, rec = LossScaler(job.loss_scaling), Recorder(job, comm.rank)
     held = [(u, 0, weights16[u]) for u in units]
 
-    for step in range(job.steps):
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         # 1-2. Forward, backward; all-reduce each unit's gradient as soon as backward has produced it.
         ctx = job.workload.begin_step(arena, step, comm.rank)
         for u in units:
@@ -56,5 +57,7 @@ def run_rank(comm, job: Job) -> RankResult:
                 write(weights16[u], opt.weights16(u, wire))
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

@@ -112,6 +112,11 @@ class Recorder:
                           copy(opt.pieces(opt.m)), copy(opt.pieces(opt.v)),
                           sorted(self._grad32, key=lambda p: p[0]), dict(self._local))
 
+    def rollback(self, n_history: int) -> None:
+        """Forget what a failed step collected (and any record after the first ``n_history``)."""
+        del self.history[n_history:]
+        self._grad32, self._local = [], {}
+
     def end_step(self, step: int, skipped: bool, scale: float, weights16: Pieces, opt) -> None:
         if self.active:
             self.history.append(self._record(step, skipped, scale, weights16, opt))

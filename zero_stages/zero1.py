@@ -19,6 +19,7 @@ from .buffers import Arena, full_weights16, part, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
+from .step_guard import StepGuard
 
 __all__ = ["run_rank"]
 
@@ -39,7 +40,7 @@ def run_rank(comm, job: Job) -> RankResult:
     def own(buffers, u):
         return part(buffers[u], mine[u].start, mine[u].stop)
 
-    for step in range(job.steps):
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         # 1. Forward and backward: the full gradient, as in DP.
         ctx = job.workload.begin_step(arena, step, rank)
         for u in units:
@@ -66,5 +67,7 @@ def run_rank(comm, job: Job) -> RankResult:
                 write(weights16[u], comm.all_gather(own(weights16, u), flat.unit_sizes[u], label="param_all_gather"))
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

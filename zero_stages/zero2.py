@@ -19,6 +19,7 @@ from .buffers import Arena, full_weights16, part, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
+from .step_guard import StepGuard
 
 __all__ = ["run_rank"]
 
@@ -41,7 +42,7 @@ def run_rank(comm, job: Job) -> RankResult:
     def own_grad(u):
         return part(grads16[u], 0, mine[u].stop - mine[u].start)
 
-    for step in range(job.steps):
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         # 1. Forward with the full weights.
         ctx = job.workload.begin_step(arena, step, rank)
         for u in units:
@@ -69,5 +70,7 @@ def run_rank(comm, job: Job) -> RankResult:
                 write(weights16[u], comm.all_gather(own_w, flat.unit_sizes[u], label="param_all_gather"))
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

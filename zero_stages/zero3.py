@@ -22,6 +22,7 @@ from .buffers import Arena, part, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
+from .step_guard import StepGuard
 
 __all__ = ["run_rank", "init_state", "forward", "backward", "optimizer_step", "gather_unit", "release_unit"]
 
@@ -99,7 +100,7 @@ def run_rank(comm, job: Job) -> RankResult:
     arena, mine, weights16, grads16, opt = init_state(comm, job)
     scaler, rec = LossScaler(job.loss_scaling), Recorder(job, comm.rank)
     held = [(u, mine[u].start, part(weights16[u], 0, mine[u].stop - mine[u].start)) for u in job.flat.units()]
-    for step in range(job.steps):
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         ctx = job.workload.begin_step(arena, step, comm.rank)
         forward(comm, job, arena, weights16, mine, ctx)
         backward(comm, job, arena, weights16, grads16, mine, ctx, scaler.scale, rec)
@@ -107,4 +108,6 @@ def run_rank(comm, job: Job) -> RankResult:
         overflow = optimizer_step(comm, job, weights16, grads16, mine, opt, scaler, rec)
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
     return rec.result(arena, scaler.scale, held, opt)

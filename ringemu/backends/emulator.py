@@ -6,6 +6,9 @@
 the whole collective runs once on the stacked world (one kernel launch, :mod:`ringemu.collectives`) and each
 rank gets its part. Ranks that disagree (another collective, label, size, dtype or algorithm, or a rank that
 returned while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang.
+``faults=`` (:mod:`ringemu.faults`) injects faults into the world's collectives; a detected fault or a stopped
+rank fails the collective on every rank at once, and :meth:`EmulatedWorld.run` raises :class:`RankFailure` with
+the fault's one-line description (the :class:`~ringemu.faults.CollectiveFault` is its ``__cause__``).
 
 Every collective runs the schedule of its algorithm from the registry (:mod:`ringemu.algorithms`): the world's
 ``algorithm`` (default ``"ring"``) unless a communicator's ``algorithm`` attribute or the call's ``algorithm=``
@@ -22,6 +25,7 @@ from .. import collectives
 from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
 from ..checks import check_n_ranks, check_numel, check_timeout
 from ..execute import MODES
+from ..faults import CollectiveFault, as_plan
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..virtual import VirtualBuffer, is_virtual
@@ -56,6 +60,7 @@ class EmulatorCommunicator:
 
     def __init__(self, world: "EmulatedWorld", rank: int, algorithm: str | None = None):
         self.world, self.rank, self.n_ranks, self.ledger = world, rank, world.n_ranks, world.ledger
+        self.faults = world.faults  # the world's FaultPlan or None: stage code rolls a failed step back if set
         self.algorithm = world.algorithm if algorithm is None else check_algorithm(
             algorithm, world.n_ranks, world.ranks_per_node)
 
@@ -100,11 +105,13 @@ class EmulatedWorld:
     ``scheduler``: ``"greenlet"`` (default; all ranks in the calling thread, switching at collectives) or
     ``"threads"`` (one OS thread per rank, for rank code that blocks on other ranks outside the collectives);
     both give the same results and ledgers (:mod:`ringemu.backends.scheduling`).
+    ``faults``: None, a :class:`~ringemu.faults.FaultPlan`, or Fault objects / spec strings (one plan for the
+    world's lifetime: each fault fires once, at its label's ``call``-th collective; real buffers only).
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, mode: str = "fused",
                  timeout: float | None = 600.0, algorithm: str = DEFAULT_ALGORITHM,
-                 ranks_per_node: int | None = None, scheduler: str = "greenlet"):
+                 ranks_per_node: int | None = None, scheduler: str = "greenlet", faults=None):
         self.n_ranks = check_n_ranks(n_ranks)
         self.ranks_per_node = None if ranks_per_node is None else check_ranks_per_node(ranks_per_node, self.n_ranks)
         self.algorithm = check_algorithm(algorithm, self.n_ranks, self.ranks_per_node)
@@ -118,6 +125,7 @@ class EmulatedWorld:
         self.mode = mode
         self.timeout = check_timeout(timeout, allow_none=True)
         self.scheduler = scheduler
+        self.faults = as_plan(faults)
         # size-only calls share one schedule per (collective, algorithm)
         self.schedules = ScheduleCache(self.n_ranks, self.ranks_per_node)
         self._rendezvous = new_rendezvous(scheduler, self.n_ranks, self.timeout)
@@ -147,6 +155,8 @@ class EmulatedWorld:
             rank, exc = min(outcome.errors, key=lambda e: e[0])
             if isinstance(exc, RankFailure):
                 raise exc
+            if isinstance(exc, CollectiveFault):  # every rank saw it: name the fault, not rank 0
+                raise RankFailure(str(exc)) from exc
             raise RankFailure(f"rank {rank} failed: {type(exc).__name__}: {exc}") from exc
         if outcome.hung is not None:
             waiting, where, absent = outcome.hung
@@ -184,6 +194,8 @@ class EmulatedWorld:
             collective_of(first.op)  # a collective of the registry
         except ValueError as exc:
             raise RankFailure(str(exc)) from None
+        if virtual and self.faults is not None:
+            raise RankFailure(f"{first.label}: faults need real buffers (size-only buffers only count)")
         if virtual:  # counting only: what collectives.* records for a VirtualBuffer world, one schedule per world
             count_collective(self.ledger, self.schedules, first.op, numel, dtype, first.label, first.algorithm)
             if first.op == "reduce_scatter":
@@ -191,6 +203,8 @@ class EmulatedWorld:
                 return [VirtualBuffer((layout.payload(r),), dtype) for r in range(n)]
             return [VirtualBuffer((numel,), dtype)] * n
         opts["schedule"] = self.schedules.get(first.op, first.algorithm)  # one per world: prepared once
+        if self.faults is not None:
+            opts["faults"] = self.faults
         if first.op == "all_gather":
             return list(collectives.all_gather(list(buffers), **opts))
         if first.op == "reduce_scatter":

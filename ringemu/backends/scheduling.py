@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..faults import CollectiveFault
+
 __all__ = ["SCHEDULERS", "Outcome", "GreenletRendezvous", "ThreadRendezvous", "new_rendezvous"]
 
 SCHEDULERS = ("greenlet", "threads")
@@ -144,7 +146,8 @@ class ThreadRendezvous:
                 released.append(rank)
             except BaseException as exc:
                 outcome.errors.append((rank, exc))
-                self.barrier.abort()
+                if not isinstance(exc, CollectiveFault):  # a fault reaches every rank: nobody is left waiting,
+                    self.barrier.abort()  # and an abort now could break a barrier others have just passed
 
         if self.n_ranks == 1:
             guarded(0)
