@@ -199,7 +199,7 @@ def test_every_option_has_help_text(capsys, command, options):
     for option in options:
         assert helps[option] and len(helps[option]) > 10, (command, option)
     for action in sub._actions:  # every option with a default names it in its help
-        if action.default not in (None, False, "==SUPPRESS==") and action.option_strings != ["-h", "--help"]:
+        if action.default not in (None, False, [], "==SUPPRESS==") and action.option_strings != ["-h", "--help"]:
             assert "default" in (action.help or ""), (command, action.option_strings)
 
 
