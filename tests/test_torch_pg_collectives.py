@@ -1,5 +1,7 @@
 """The "ringemu" torch.distributed backend: each collective equals ringemu's emulator, bit for bit and byte for
 byte, for every algorithm, dtype and N drawn; copies, reduce ops, failures and unsupported calls."""
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -144,14 +146,20 @@ def _only(ledger, call: str) -> ringemu.CommLedger:
     return part
 
 
-def test_a_failing_rank_is_named_and_nobody_hangs():
+@pytest.mark.parametrize("late", [False, True])
+def test_a_failing_rank_is_named_and_nobody_hangs(late):
+    """Whether the others reach the collective before or after rank 2 fails, they are woken by its failure and
+    the report names rank 2's own error (ranks left to time out would report their CollectiveTimeout, and
+    rank 0's would be named)."""
     def fn(rank):
         if rank == 2:
             raise KeyError("boom")
+        if late:
+            time.sleep(0.2)  # rank 2 has failed before this rank's group meets
         dist.all_reduce(torch.ones(3))
 
     with pytest.raises(RankError, match=r"(?s)rank 2 failed.*KeyError: 'boom'"):
-        spawn(fn, 4, timeout_s=30)
+        spawn(fn, 4, timeout_s=60)
 
 
 def test_mismatched_calls_and_missing_ranks_are_reported():

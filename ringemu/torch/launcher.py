@@ -50,24 +50,31 @@ class _World:
     ledger: CommLedger
     _groups: dict = field(default_factory=dict)
     _mailboxes: dict = field(default_factory=dict)
+    _failed: dict = field(default_factory=dict)  # rank -> why, for meetings created after the failure too
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def group(self, name: str, size: int) -> tuple[Meeting, CommLedger]:
         with self._lock:
             if name not in self._groups:
                 ledger = self.ledger if size == self.n_ranks and not self._groups else CommLedger()
-                self._groups[name] = (Meeting(size, self.timeout_s), ledger)
+                meeting = Meeting(size, self.timeout_s)
+                for rank, why in self._failed.items():
+                    meeting.fail(rank, why)
+                self._groups[name] = (meeting, ledger)
             return self._groups[name]
 
     def mailbox(self, name: str, size: int) -> Mailbox:
         _, ledger = self.group(name, size)
         with self._lock:
             if name not in self._mailboxes:
-                self._mailboxes[name] = Mailbox(size, self.timeout_s, ledger)
+                mailbox = self._mailboxes[name] = Mailbox(size, self.timeout_s, ledger)
+                for rank, why in self._failed.items():
+                    mailbox.fail(rank, why)
             return self._mailboxes[name]
 
     def fail(self, rank: int, why: str) -> None:
         with self._lock:
+            self._failed.setdefault(rank, why)
             waiters = [m for m, _ in self._groups.values()] + list(self._mailboxes.values())
         for waiter in waiters:
             waiter.fail(rank, why)
