@@ -17,7 +17,9 @@ What it does in a pytest session, so that a user's property tests pass on a firs
   ``run(fn, *args)`` calls ``fn(comm, *args)`` on every rank at once, as the ZeRO stages run (session-scoped: safe
   inside ``@given``); ``comm_ledger`` — a fresh :class:`~ringemu.ledger.CommLedger` per test (pass it as
   ``ring_world(n, ledger=comm_ledger)``; outside ``@given``, since hypothesis reuses function-scoped fixtures
-  across examples); ``assert_traffic`` — :func:`ringemu.testing.assert_traffic`;
+  across examples); ``assert_traffic`` — :func:`ringemu.testing.assert_traffic`; ``torch_spawn`` —
+  :func:`ringemu.torch.spawn` (PyTorch code on thread-ranks under the ``"ringemu"`` backend; skips the test
+  when torch is not installed, fails instead under ``CI=true``);
 * **header**: one line with ringemu's version, the numba cache location and the profile in effect.
 
 Disable it with ``-p no:ringemu``.
@@ -29,10 +31,10 @@ from datetime import timedelta
 
 import pytest
 
-__all__ = ["PROFILES", "register_profiles", "ring_world", "comm_ledger", "assert_traffic"]
+__all__ = ["PROFILES", "register_profiles", "ring_world", "comm_ledger", "assert_traffic", "torch_spawn"]
 
 PROFILES = ("ringemu-dev", "ringemu-ci")
-FIXTURES = ("ring_world", "comm_ledger", "assert_traffic")
+FIXTURES = ("ring_world", "comm_ledger", "assert_traffic", "torch_spawn")
 WARMUP_MODES = ("auto", "always", "never")
 _TRUE = ("1", "true", "yes", "on")
 
@@ -154,3 +156,16 @@ def assert_traffic():
     from .testing.traffic import assert_traffic as check
 
     return check
+
+
+@pytest.fixture(scope="session")
+def torch_spawn():
+    """:func:`ringemu.torch.spawn`: ``torch_spawn(fn, world_size, algorithm="ring", ledger=None)`` runs ``fn(rank)``
+    on thread-ranks under the ``"ringemu"`` torch.distributed backend and returns results and ledger."""
+    try:
+        from .torch import spawn
+    except ModuleNotFoundError as exc:
+        if os.environ.get("CI", "").lower() in _TRUE:
+            pytest.fail(f"CI is set but torch_spawn needs PyTorch ({exc}); install ringemu[torch]", pytrace=False)
+        pytest.skip(f"torch_spawn needs PyTorch ({exc}); install ringemu[torch]")
+    return spawn

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ringemu
+from torch_support import require_torch
 from ringemu import algorithms
 from ringemu.testing import assert_traffic
 
@@ -150,3 +151,29 @@ def test_assert_traffic_per_rank_payload_only():
     assert_traffic(ledger, sent=payload, unit="elements", padding=False)  # N-1 times in each half)
     with pytest.raises(AssertionError, match="payload only"):
         assert_traffic(ledger, sent=[p + 1 for p in payload], unit="elements", padding=False)
+
+
+TORCH_FIXTURE_TEST = '''
+import torch
+import torch.distributed as dist
+
+
+def test_all_reduce_on_thread_ranks(torch_spawn):
+    def fn(rank):
+        t = torch.full((5,), float(rank))
+        dist.all_reduce(t)
+        return t.tolist()
+
+    result = torch_spawn(fn, 3)
+    assert result.results == [[3.0] * 5] * 3  # 0 + 1 + 2 on every rank
+    # ring all-reduce, N = 3, S = 5 fp32: each rank sends 2(N-1)*ceil(S/N) = 2*2*2 = 8 elements = 32 B
+    assert [t.sent.bytes for t in result.ledger.per_rank()] == [32, 32, 32]
+'''
+
+
+def test_torch_spawn_fixture_runs_pytorch_code_on_thread_ranks(tmp_path):
+    require_torch()  # skips without torch, fails under CI=true
+    (tmp_path / "test_torch_fixture.py").write_text(TORCH_FIXTURE_TEST, encoding="utf-8")
+    done = _pytest(tmp_path, "-q", "--ringemu-warmup=never")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
