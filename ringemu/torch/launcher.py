@@ -17,6 +17,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -32,6 +33,7 @@ from .process_group import RingemuProcessGroup
 __all__ = ["BACKEND", "spawn", "SpawnResult", "RankError", "register_backend"]
 
 BACKEND = "ringemu"
+_SCRATCH_BUFFERS = 4  # reusable world buffers kept per spawn (DDP's bucket sizes, FSDP's unit sizes)
 _rank_context = threading.local()  # the spawn's world, seen only by the rank threads it starts
 
 
@@ -50,7 +52,8 @@ class _World:
     ledger: CommLedger
     _groups: dict = field(default_factory=dict)
     _mailboxes: dict = field(default_factory=dict)
-    _failed: dict = field(default_factory=dict)  # rank -> why, for meetings created after the failure too
+    _failed: dict = field(default_factory=dict)
+    _scratch: dict = field(default_factory=dict)  # rank -> why, for meetings created after the failure too
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def group(self, name: str, size: int) -> tuple[Meeting, CommLedger]:
@@ -62,6 +65,19 @@ class _World:
                     meeting.fail(rank, why)
                 self._groups[name] = (meeting, ledger)
             return self._groups[name]
+
+    def scratch(self, group: str, shape: tuple[int, int], dtype) -> np.ndarray:
+        """A reusable world buffer of this shape and dtype for one group (the last few kept; a group's collectives
+        run one after another, so one executing rank at a time uses it)."""
+        key = (group, shape, np.dtype(dtype).str)
+        with self._lock:
+            buffer = self._scratch.pop(key, None)
+            if buffer is None:
+                buffer = np.empty(shape, dtype=dtype)
+            self._scratch[key] = buffer  # most recently used last
+            while len(self._scratch) > _SCRATCH_BUFFERS:
+                self._scratch.pop(next(iter(self._scratch)))
+            return buffer
 
     def mailbox(self, name: str, size: int) -> Mailbox:
         _, ledger = self.group(name, size)

@@ -106,7 +106,7 @@ class RingemuProcessGroup(dist.ProcessGroup):
             for i in range(len(pairs[0][0])):
                 rows = [p[0][i] for p in pairs]
                 outs = [p[1][i] for p in pairs]
-                _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode)
+                _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode, lambda shape, dtype: self._world.scratch(self._group_key(), shape, dtype))
         return execute
 
     # -- reductions -------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ class RingemuProcessGroup(dist.ProcessGroup):
         def execute(requests, ledger, label):
             shards = [r.payload[0] for r in requests]
             gathered = collectives.all_gather(shards, ledger=ledger, label=label, mode=mode,
-                                              **_algorithm_kw(algorithm))
+                                              algorithm=algorithm)
             for r, req in zip(range(len(requests)), requests):
                 np.copyto(req.payload[1], gathered[r])
         return self._join("all_gather", (input.numel(), input.dtype), (as_flat_numpy(input), as_flat_numpy(output)),
@@ -249,16 +249,17 @@ def _same(piece: torch.Tensor, like: torch.Tensor, call: str) -> torch.Tensor:
     return piece
 
 
-def _algorithm_kw(algorithm: str) -> dict:
-    return {"algorithm": algorithm}
-
-
-def _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode) -> None:
-    """One reduce-scatter or all-reduce over the ranks' flat inputs ``rows``; rank r's result into ``outs[r]``."""
+def _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode, scratch) -> None:
+    """One reduce-scatter or all-reduce over the ranks' flat inputs ``rows``; rank r's result into ``outs[r]``.
+    ``scratch(shape, dtype)`` lends a reusable (N, S) world for all-reduce, so that repeated calls (DDP's buckets)
+    do not pay for fresh memory."""
     n = len(rows)
     if kind in ("SUM", "AVG"):
-        run = collectives.all_reduce if collective == "all-reduce" else collectives.reduce_scatter
-        result = run(rows, ledger=ledger, label=label, mode=mode, **_algorithm_kw(algorithm))
+        if collective == "all-reduce":
+            result = collectives.all_reduce(rows, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
+                                            out=scratch((n, rows[0].size), rows[0].dtype))
+        else:
+            result = collectives.reduce_scatter(rows, ledger=ledger, label=label, mode=mode, algorithm=algorithm)
         for r in range(n):
             np.copyto(outs[r], result[r])
         if kind == "AVG":
@@ -280,7 +281,7 @@ def _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode) ->
             total = (total.astype(wide) * row.astype(wide)).astype(world.dtype)
     # the traffic is the algorithm's for this collective, counted on size-only buffers
     run = collectives.all_reduce if collective == "all-reduce" else collectives.reduce_scatter
-    run(VirtualBuffer((n, world.shape[1]), world.dtype), ledger=ledger, label=label, **_algorithm_kw(algorithm))
+    run(VirtualBuffer((n, world.shape[1]), world.dtype), ledger=ledger, label=label, algorithm=algorithm)
     if collective == "all-reduce":
         for out in outs:
             np.copyto(out, total)
