@@ -26,14 +26,17 @@ from fractions import Fraction
 
 import numpy as np
 
+from .checks import check_budget
 from .dtypes import dtype_name, resolve_dtype
 from .execute import default_threads, run_schedule
-from .layout import ChunkLayout
+from .layout import ChunkLayout, check_numel
+from .schedule import check_n_ranks
 from .algorithms.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
 from .schedule import ADD
 
 __all__ = ["Timing", "time_it", "time_interleaved", "stream_calls", "stream_rates", "floor_bytes", "ring_model_bytes", "bus_factor", "numpy_loop",
-           "bench_collectives", "render", "register", "OPS"]
+           "bench_collectives", "render", "register", "bench_settings", "OPS", "MAX_BENCH_RANKS",
+           "MAX_BENCH_LOG2_NUMEL", "MAX_BENCH_WORLD_BYTES", "MAX_BENCH_REPEATS"]
 
 OPS = {"reduce-scatter": ring_reduce_scatter, "all-gather": ring_all_gather, "all-reduce": ring_all_reduce}
 SHORT = {"reduce-scatter": "RS", "all-gather": "AG", "all-reduce": "AR"}
@@ -143,7 +146,12 @@ def bench_collectives(n: int, numel: int, dtype="fp32", ops=tuple(OPS), modes=("
                       numpy: bool = True, repeats: int = 5, threads: int | None = None) -> dict:
     """Time ``ops`` on an (N, S) world of small random values (seed 0, scaled so repeated runs stay finite)."""
     dt = resolve_dtype(dtype)
+    n, numel = check_n_ranks(n, "n"), check_numel(numel)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_BENCH_REPEATS:
+        raise ValueError(f"repeats must be an integer >= 1 and <= {MAX_BENCH_REPEATS}; got {repeats!r}")
     layout = ChunkLayout(numel, n)
+    check_budget(n * layout.padded_numel * dt.itemsize, MAX_BENCH_WORLD_BYTES, "the world buffer in bytes",
+                 "the benchmark holds it and STREAM arrays as large")
     world = np.empty((n, layout.padded_numel), dtype=dt)
     world[...] = (np.random.default_rng(0).standard_normal(world.shape, dtype=np.float32) * 1e-3).astype(dt)
     threads = threads or default_threads(world.nbytes)
@@ -210,13 +218,34 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
+MAX_BENCH_RANKS = 1024  # the lesson's largest N
+MAX_BENCH_LOG2_NUMEL = 30  # S <= 2^30 elements per rank
+MAX_BENCH_WORLD_BYTES = 2 ** 31  # N·S·e: the world buffer (2 GiB), plus the same again for the STREAM arrays
+MAX_BENCH_REPEATS = 1000
+QUICK = {"ranks": 4, "log2_numel": 16, "repeats": 3}  # --quick: a smoke run of about a second
+DEFAULTS = {"ranks": 8, "log2_numel": 24, "repeats": 5}
+
+
+def bench_settings(args) -> tuple[int, int, int]:
+    """(ranks, log2 numel, repeats) from the flags, checked; ``--quick`` refuses flags it would override."""
+    given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
+    if args.quick and given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise ValueError(f"--quick sets N = 4, S = 2^16 and 3 runs; it cannot be combined with {flags}")
+    chosen = {**(QUICK if args.quick else DEFAULTS), **given}
+    limits = {"ranks": MAX_BENCH_RANKS, "log2_numel": MAX_BENCH_LOG2_NUMEL, "repeats": MAX_BENCH_REPEATS}
+    for name, value in chosen.items():
+        flag = "--" + name.replace("_", "-")
+        if not 1 <= value <= limits[name]:
+            raise ValueError(f"{flag} must be >= 1 and <= {limits[name]}; got {value}")
+    itemsize = resolve_dtype(args.dtype).itemsize
+    check_budget(chosen["ranks"] * 2 ** chosen["log2_numel"] * itemsize, MAX_BENCH_WORLD_BYTES,
+                 "the world buffer N·2^log2-numel·itemsize in bytes", "the benchmark holds it and STREAM arrays as large")
+    return chosen["ranks"], chosen["log2_numel"], chosen["repeats"]
+
+
 def cmd_bench(args) -> int:
-    for name in ("ranks", "log2_numel", "repeats"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
-    if args.log2_numel > 30:
-        raise ValueError(f"--log2-numel must be <= 30; got {args.log2_numel}")
-    n, log2, repeats = (4, 16, 3) if args.quick else (args.ranks, args.log2_numel, args.repeats)
+    n, log2, repeats = bench_settings(args)
     result = bench_collectives(n, 2 ** log2, args.dtype, repeats=repeats)
     print(json.dumps(result) if args.json else render(result))
     return 0
@@ -225,10 +254,10 @@ def cmd_bench(args) -> int:
 def register(subparsers) -> None:
     """Add ``bench`` to the ``ringemu`` dispatcher."""
     p = subparsers.add_parser("bench", help="time the collectives against the memory-bandwidth floor and numpy")
-    p.add_argument("--ranks", type=int, default=8, help="number of ranks N (default 8)")
-    p.add_argument("--log2-numel", type=int, default=24, help="S = 2^this elements per rank (default 24)")
+    p.add_argument("--ranks", type=int, default=None, help=f"number of ranks N (default 8, at most {MAX_BENCH_RANKS})")
+    p.add_argument("--log2-numel", type=int, default=None, help="S = 2^this elements per rank (default 24)")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per case (default 5)")
+    p.add_argument("--repeats", type=int, default=None, help="timed runs per case (default 5)")
     p.add_argument("--quick", action="store_true", help="smoke run: N = 4, S = 2^16, 3 runs (about a second)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_bench)

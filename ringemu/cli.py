@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .backends.emulator import RankFailure
@@ -40,20 +41,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not raise on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture): nothing to redirect
+        pass
+    finally:
+        os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return code
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly (before OSError, its base)
+        _silence_stdout()
+        return 0
     except (ValueError, TypeError, OSError) as exc:  # bad input, bad path: one line, exit 2
         print(f"ringemu: error: {exc}", file=sys.stderr)
         return 2
     except (RankFailure, MemoryError) as exc:  # a run that failed: one line, exit 1
         print(f"ringemu: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
-        sys.stderr.close()
-        return 0
 
 
 if __name__ == "__main__":

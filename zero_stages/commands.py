@@ -9,23 +9,28 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from decimal import Decimal, InvalidOperation
+import sys
+from decimal import Decimal
 from fractions import Fraction
 
 from ringemu.blocks import EXACT_LIMITS
+from ringemu.checks import parse_number
 from ringemu.units import GB, format_gb
 
-from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, run_size_only, train
+from .api import (DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, run_size_only,
+                  train)
 from .closed_forms import STAGES
 from .flat import MAX_PSI
 from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
 from .report import OVERFLOW_LABEL, StageReport, stage_json
 from .workload import GRADIENT_SOURCES
 
-__all__ = ["register", "zero_command", "memory_command", "BACKENDS", "NO_RATIO"]
+__all__ = ["register", "zero_command", "memory_command", "BACKENDS", "NO_RATIO", "NO_STEP_RATIO", "MAX_CARD_GB"]
 
 BACKENDS = ("emulator", "torch")
 NO_RATIO = "n/a (DP sends nothing)"  # printed when DP sends no elements (N = 1, or --steps 0)
+NO_STEP_RATIO = "n/a (no step was taken)"  # printed when every step was skipped
+MAX_CARD_GB = 10 ** 12  # GB: a thousand exabytes
 
 
 def _integer(minimum: int, maximum: int | None = None):
@@ -59,15 +64,14 @@ def _positive(what: str):
     return parse
 
 
-def _positive_decimal(text: str) -> Decimal:
-    """An argparse ``type``: a finite decimal number > 0 (kept exact: ``80``, ``40.5``, ``1e3``)."""
+def _card_gb(text: str) -> Decimal:
+    """An argparse ``type``: card memory in GB, a decimal number in (0, MAX_CARD_GB] kept exact (``80``, ``40.5``,
+    ``1e3``); the bounds are checked before any exact arithmetic (:func:`ringemu.checks.parse_number`)."""
     try:
-        value = Decimal(text.strip())
-    except InvalidOperation:
-        value = Decimal("NaN")
-    if not (value.is_finite() and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite decimal number of GB > 0; got {text!r}")
-    return value
+        parse_number(text, "card memory", 0, MAX_CARD_GB, minimum_allowed=False, unit="GB")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("card memory ", "")) from None
+    return Decimal(text.strip())
 
 
 def _unit_list(text: str) -> list[int]:
@@ -93,7 +97,8 @@ def register(subparsers) -> None:
     z.add_argument("--stage", choices=(*STAGES, "all"), default="all")
     z.add_argument("--ranks", type=_integer(1, MAX_TRAINING_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_TRAINING_RANKS})")
-    z.add_argument("--steps", type=_integer(0), default=3)
+    z.add_argument("--steps", type=_integer(0, MAX_TRAINING_STEPS), default=3,
+                   help=f"training steps (0 to {MAX_TRAINING_STEPS:,}; default 3)")
     z.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16", help="16-bit weight and gradient type")
     z.add_argument("--seed", type=_integer(0), default=0)
     z.add_argument("--grads", choices=GRADIENT_SOURCES, default="model",
@@ -105,11 +110,12 @@ def register(subparsers) -> None:
     z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16, help="initial (or static) loss scale")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
-    z.add_argument("--torch-algorithm", choices=("ring", "native"), default="ring",
+    z.add_argument("--torch-algorithm", choices=("ring", "native"), default=None,
                    help="torch backend: ringemu's ring schedule over send/recv (default; the emulator's summation "
                         "order), or the engine's own collectives (gloo's order)")
-    z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0,
-                   help="torch backend: seconds before a stage's run is declared hung and its processes are killed")
+    z.add_argument("--timeout", type=_positive("number of seconds"), default=None,
+                   help="torch backend: seconds before a stage's run is declared hung and its processes are killed "
+                        "(default 300)")
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
@@ -122,7 +128,7 @@ def register(subparsers) -> None:
                            "on its own, so the peak shows the largest units in flight")
     m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
-    m.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80),
+    m.add_argument("--gpu-gb", type=_card_gb, default=Decimal(80),
                    help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
     m.add_argument("--json", action="store_true")
@@ -131,8 +137,10 @@ def register(subparsers) -> None:
 
 def _print_stage(report: StageReport, info: dict) -> None:
     n = report.n_ranks
-    print(f"\n== {report.name}: parity with DP {'yes' if info['parity_with_dp'] else 'NO'}"
-          + ("" if info["parity_with_dp"] else f" ({'; '.join(info['parity_mismatches'][:4])})"))
+    parity = info["parity_with_dp"]
+    print(f"\n== {report.name}: parity with DP "
+          + ("NOT CHECKED (no step was taken)" if parity is None else "yes" if parity else
+             f"NO ({'; '.join(info['parity_mismatches'][:4])})"))
     cats = list(info["memory_by_category"][0])
     print("memory per rank, bytes current/peak")
     print("rank  " + "  ".join(f"{c:>13}" for c in cats) + f"  {'peak total':>11}")
@@ -140,8 +148,8 @@ def _print_stage(report: StageReport, info: dict) -> None:
         row = info["memory_by_category"][r]
         cells = "  ".join(f"{row[c]['current']:>6}/{row[c]['peak']:<6}" for c in cats)
         print(f"{r:>4}  {cells}  {report.peak_bytes_per_rank[r]:>11}")
-    print(f"traffic sent per rank over {report.steps} step(s), ratio to DP "
-          f"{_ratio_text(info['traffic_ratio_to_dp'])}")
+    ratio = NO_STEP_RATIO if parity is None else _ratio_text(info["traffic_ratio_to_dp"])
+    print(f"traffic sent per rank over {report.steps} step(s), ratio to DP {ratio}")
     for label, t in report.traffic_by_label.items():
         per = t["sent_bytes_per_rank"]
         shown = f"{per[0]} B" if len(set(per)) == 1 else f"{per} B"
@@ -177,7 +185,18 @@ def _check_blocks(args) -> None:
                          f"sums over N ranks stay exact in {args.dtype} only up to {limit}); got {args.ranks}")
 
 
+def _check_backend_flags(args) -> None:
+    """``--torch-algorithm`` and ``--timeout`` only mean something on the torch backend: refuse them elsewhere."""
+    if args.backend != "torch":
+        for flag, value in (("--torch-algorithm", args.torch_algorithm), ("--timeout", args.timeout)):
+            if value is not None:
+                raise ValueError(f"{flag} applies to --backend torch only; got it with --backend {args.backend}")
+    args.torch_algorithm = args.torch_algorithm or "ring"
+    args.timeout = 300.0 if args.timeout is None else args.timeout
+
+
 def zero_command(args) -> int:
+    _check_backend_flags(args)
     _check_blocks(args)
     units = args.units
     scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
@@ -189,8 +208,14 @@ def zero_command(args) -> int:
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
     infos = {s: stage_json(reports[s], dp) for s in shown}
-    out = {"ranks": dp.n_ranks, "steps": dp.steps, "dtype": dp.wire_dtype, "seed": args.seed, "grads": args.grads,
-           "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "stages": [infos[s] for s in shown]}
+    taken = sum(not skipped for skipped in dp.skipped_steps)
+    no_step = args.steps > 0 and taken == 0
+    if no_step:  # nothing was trained: equal untrained states are no evidence, and the traffic is not a step's
+        for info in infos.values():
+            info.update(parity_with_dp=None, traffic_ratio_to_dp=None)
+    out = {"ranks": dp.n_ranks, "steps": dp.steps, "steps_taken": taken, "dtype": dp.wire_dtype, "seed": args.seed,
+           "grads": args.grads, "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "parity_checked": not no_step,
+           "stages": [infos[s] for s in shown]}
     if args.json:
         print(json.dumps(out))
     else:
@@ -198,6 +223,11 @@ def zero_command(args) -> int:
               f"{dp.steps} steps, {dp.wire_dtype}, seed {args.seed}; skipped steps {dp.skipped_steps}")
         for s in shown:
             _print_stage(reports[s], infos[s])
+    if no_step:
+        print(f"ringemu: failed: no step was taken: all {args.steps} steps were skipped (loss-scale overflow at "
+              f"scale {dp.loss_scales[0]:g}); parity with DP was NOT checked (try --init-scale 1024 or more steps)",
+              file=sys.stderr)
+        return 1
     return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
 
 
