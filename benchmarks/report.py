@@ -28,12 +28,12 @@ def main_table(d: dict) -> list[str]:
     out = [f"N = {m['ranks']}, S = {m['numel']:,} fp32 per rank (world {m['world_bytes'] / 2**20:,.0f} MiB), "
            f"{m['repeats']} timed runs each after one warm-up, {m['threads']} threads. STREAM floor: copy "
            f"{m['stream']['copy_GBps']:.1f} GB/s, in-place add {m['stream']['add_GBps']:.1f} GB/s.", "",
-           "| op | implementation | median ms | min | max | busbw GB/s | × floor | ring-model GB/s | vs numpy |",
+           "| op | implementation | median ms | min | max | busbw GB/s | × floor | schedule-model GB/s | vs numpy |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     numpy = {r["op"]: r["median_s"] for r in m["rows"] if r["impl"] == "numpy-loop"}
     for r in m["rows"]:
         out.append(f"| {SHORT[r['op']]} | {r['impl']} | {ms(r['median_s'])} | {ms(r['min_s'])} | {ms(r['max_s'])} | "
-                   f"{r['busbw_GBps']:.2f} | {r['x_floor']:.2f} | {r['ring_model_GBps']:.1f} | "
+                   f"{r['busbw_GBps']:.2f} | {r['x_floor']:.2f} | {r['schedule_model_GBps']:.1f} | "
                    f"{numpy[r['op']] / r['median_s']:.2f}× |")
     return out
 

@@ -230,7 +230,7 @@ def main() -> None:
                     1.0, "higher", "×"))
     add_rate = main_case["stream"]["add_GBps"]
     t.append(target("RS step, ring-model rate / STREAM add", rows[("reduce-scatter", "ringemu-step")]
-                    ["ring_model_GBps"] / add_rate, 0.8, "higher"))
+                    ["schedule_model_GBps"] / add_rate, 0.8, "higher"))
     for dt in ("fp16", "bf16"):
         worst = max(med[(op, f"ringemu-fused-{dt}")] / med[(op, "ringemu-fused")] for op in SHORT)
         t.append(target(f"{dt} fused / fp32 fused, worst op", worst, 2.0, "lower", "×"))

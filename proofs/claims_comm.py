@@ -42,9 +42,9 @@ def _c1_exact():
 def _c1_run(ctx):
     ratios, symmetric, halves = [], True, True
     for n in C1_NS:
-        ar = ctx.ring("all_reduce", n, PSI_ANCHOR).per_rank()
-        rs = ctx.ring("reduce_scatter", n, PSI_ANCHOR).per_rank()
-        ag = ctx.ring("all_gather", n, PSI_ANCHOR).per_rank()
+        ar = ctx.collective("all-reduce", n, PSI_ANCHOR).per_rank()
+        rs = ctx.collective("reduce-scatter", n, PSI_ANCHOR).per_rank()
+        ag = ctx.collective("all-gather", n, PSI_ANCHOR).per_rank()
         sent = [t.sent.elements for t in ar]
         ratios.append(Fraction(max(sent), _padded(PSI_ANCHOR, n)))
         symmetric &= len(set(sent)) == 1 and all(t.received.elements == t.sent.elements for t in ar)
@@ -93,7 +93,7 @@ def _c4_exact():
 
 
 def _c4_run(ctx):
-    return tuple(Fraction(ctx.ring("all_reduce", n, PSI_ANCHOR).max_sent_bytes_per_rank()) for n in _C4_NS)
+    return tuple(Fraction(ctx.collective("all-reduce", n, PSI_ANCHOR).max_sent_bytes_per_rank()) for n in _C4_NS)
 
 
 def _c5_exact():
@@ -101,7 +101,7 @@ def _c5_exact():
 
 
 def _c5_run(ctx):
-    return tuple(Fraction(ctx.ring("naive_all_reduce", n, PSI_ANCHOR).per_rank()[0].received.bytes)
+    return tuple(Fraction(ctx.collective("naive-all-reduce", n, PSI_ANCHOR).per_rank()[0].received.bytes)
                  for n in _C4_NS)
 
 
@@ -110,7 +110,7 @@ def _c6_exact():
 
 
 def _c6_run(ctx):
-    return (ctx.ring("all_reduce", 8, PSI_ANCHOR).alpha_beta_time(IB_BYTES_PER_S),)
+    return (ctx.collective("all-reduce", 8, PSI_ANCHOR).alpha_beta_time(IB_BYTES_PER_S),)
 
 
 COMM_CLAIMS = (

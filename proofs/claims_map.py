@@ -113,7 +113,7 @@ def _x3_exact():
 
 
 def _x3_run(ctx):
-    ledger = ctx.ring("all_reduce", _TP, SEQ * HIDDEN, "bf16")
+    ledger = ctx.collective("all-reduce", _TP, SEQ * HIDDEN, "bf16")
     return (Fraction(4 * LAYERS * ledger.max_sent_bytes_per_rank()),)
 
 

@@ -6,9 +6,8 @@ different stage provider (e.g. a broken ZeRO-3) and see the claims fail.
 
 Sources:
 
-* traffic — :class:`ringemu.CommLedger` filled by the real schedules, run on size-only
-  :class:`ringemu.VirtualBuffer` worlds (``ringemu.all_reduce``, ``reduce_scatter``, ``all_gather``,
-  ``naive_all_reduce``);
+* traffic — :class:`ringemu.CommLedger` filled by the registry's schedules (:mod:`ringemu.algorithms`), run on
+  size-only :class:`ringemu.VirtualBuffer` worlds (:func:`ringemu.testing.run_op`);
 * memory and per-stage traffic — ``zero_stages.run_size_only`` (the stage code over size-only buffers);
 * parity and activations — ``zero_stages.train`` (a small real run).
 """
@@ -19,20 +18,13 @@ import importlib
 import importlib.util
 from pathlib import Path
 
-import ringemu
 from ringemu import CommLedger, VirtualBuffer
+from ringemu.algorithms import resolve_op
+from ringemu.testing import run_op
 
 from .claim import NotAvailable, NotCheckableHere
 
 __all__ = ["RunContext", "rank_max", "torch_ddp_default_bucket_bytes"]
-
-_RING_OPS = {
-    "all_reduce": ringemu.all_reduce,
-    "reduce_scatter": ringemu.reduce_scatter,
-    "all_gather": ringemu.all_gather,
-    "naive_all_reduce": ringemu.naive_all_reduce,
-}
-
 
 def rank_max(value) -> int:
     """A per-rank figure as one int: the busiest rank of a per-rank list, or the int itself."""
@@ -93,16 +85,22 @@ class RunContext:
     def parity_with_dp(self, report, dp_report) -> bool:
         return bool(self._stage_fn("parity_with_dp")(report, dp_report))
 
-    def ring(self, op: str, n_ranks: int, numel: int, dtype: str = "bf16") -> CommLedger:
-        """A CommLedger holding one collective ``op`` on a size-only (N, numel) world (memoized)."""
-        if op not in _RING_OPS:
-            raise ValueError(f"op must be one of {', '.join(_RING_OPS)}; got {op!r}")
+    def collective(self, op: str, n_ranks: int, numel: int, dtype: str = "bf16",
+                   algorithm: str | None = None) -> CommLedger:
+        """A CommLedger holding one collective ``op`` (an op name of :func:`ringemu.algorithms.op_names`) by
+        ``algorithm`` (default the ring, or the op's own) on a size-only (N, numel) world (memoized)."""
+        collective, name = resolve_op(op, algorithm)
 
         def make():
             ledger = CommLedger()
-            _RING_OPS[op](VirtualBuffer((n_ranks, numel), dtype), ledger=ledger, label=op)
+            run_op(collective, VirtualBuffer((n_ranks, numel), dtype), algorithm=name, ledger=ledger, label=op)
             return ledger
-        return self._memo(("ring", op, n_ranks, numel, dtype), make)
+        return self._memo(("collective", collective, name, n_ranks, numel, dtype), make)
+
+    def ring(self, op: str, n_ranks: int, numel: int, dtype: str = "bf16") -> CommLedger:
+        """:meth:`collective` by the op's default algorithm, the op spelt as a Python name (``all_reduce``,
+        ``naive_all_reduce``)."""
+        return self.collective(op.replace("_", "-"), n_ranks, numel, dtype)
 
     # -- report fields ------------------------------------------------------------------------------------
     def field(self, report, name: str) -> int:

@@ -1,8 +1,9 @@
-"""``ringemu bench``: time the ring collectives against this machine's memory-bandwidth floor and a numpy loop.
+"""``ringemu bench``: time the collectives against this machine's memory-bandwidth floor and a numpy loop.
 
 Everything is measured in one process on the same data: a STREAM-style copy and in-place add (the floor), ringemu's
 ``fused`` and ``step`` modes, and a straightforward per-rank numpy loop over the same schedule (which gives the same
-bits; the benchmark checks it). Times are medians of ``repeats`` runs after one warm-up run, with min and max; the
+bits; the benchmark checks it). The schedules come from the registry (:mod:`ringemu.algorithms`; ``--algorithm``,
+default the ring). Times are medians of ``repeats`` runs after one warm-up run, with min and max; the
 cases take turns run by run, so that load from elsewhere hits them alike.
 
 Traffic models (bytes; S = padded elements per rank, e = bytes per element, N ranks):
@@ -12,8 +13,9 @@ Traffic models (bytes; S = padded elements per rank, e = bytes per element, N ra
   in-place-add rate; all-gather reads each chunk once and writes it N-1 times: N·S·e at the copy rate;
   all-reduce reads and writes every element once: 2N·S·e at the in-place-add rate. STREAM rates count bytes
   as STREAM does (copy: 2 per element, add a += b: 3) and use every core this process may use.
-* ring model (what a step-by-step in-place ring moves, the step mode's yardstick): each of the N-1 steps of
-  reduce-scatter reads two chunks and writes one per rank, 3(N-1)·S·e; all-gather copies, 2(N-1)·S·e.
+* schedule model (what a step-by-step in-place run of the schedule moves, the step mode's yardstick): every ADD
+  transfer reads two chunks and writes one, every COPY reads one and writes one. For the ring that is 3(N-1)·S·e
+  for reduce-scatter and 2(N-1)·S·e for all-gather.
 * bus bandwidth as nccl-tests reports it: S·e / time × (N-1)/N (RS, AG) or 2(N-1)/N (AR).
 """
 from __future__ import annotations
@@ -26,20 +28,27 @@ from fractions import Fraction
 
 import numpy as np
 
-from .checks import check_budget
+from . import algorithms
+from .checks import check_budget, check_n_ranks, check_numel
 from .dtypes import dtype_name, resolve_dtype
 from .execute import default_threads, run_schedule
-from .layout import ChunkLayout, check_numel
-from .schedule import check_n_ranks
-from .algorithms.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
-from .schedule import ADD
+from .layout import ChunkLayout
+from .schedule import ADD, Schedule
 
-__all__ = ["Timing", "time_it", "time_interleaved", "stream_calls", "stream_rates", "floor_bytes", "ring_model_bytes", "bus_factor", "numpy_loop",
-           "bench_collectives", "render", "register", "bench_settings", "OPS", "MAX_BENCH_RANKS",
-           "MAX_BENCH_LOG2_NUMEL", "MAX_BENCH_WORLD_BYTES", "MAX_BENCH_REPEATS"]
+__all__ = ["Timing", "time_it", "time_interleaved", "stream_calls", "stream_rates", "floor_bytes",
+           "schedule_model_bytes", "bus_factor", "numpy_loop", "bench_collectives", "render", "register",
+           "OPS", "SHORT", "bench_settings", "MAX_BENCH_RANKS", "MAX_BENCH_LOG2_NUMEL",
+           "MAX_BENCH_WORLD_BYTES", "MAX_BENCH_REPEATS"]
 
-OPS = {"reduce-scatter": ring_reduce_scatter, "all-gather": ring_all_gather, "all-reduce": ring_all_reduce}
-SHORT = {"reduce-scatter": "RS", "all-gather": "AG", "all-reduce": "AR"}
+OPS = algorithms.COLLECTIVES  # the collectives a bench times, as the registry names them
+
+
+def _short(op: str) -> str:
+    """``reduce-scatter`` -> ``RS``: the initials of a collective's name."""
+    return "".join(word[0].upper() for word in op.split("-"))
+
+
+SHORT = {op: _short(op) for op in OPS}  # table headings
 
 
 @dataclass(frozen=True)
@@ -120,10 +129,11 @@ def floor_bytes(op: str, n: int, padded: int, itemsize: int) -> tuple[int, str]:
             "all-reduce": (2 * n * per_rank, "add")}[op]
 
 
-def ring_model_bytes(op: str, n: int, padded: int, itemsize: int) -> int:
-    """Bytes a step-by-step in-place ring moves: 3(N-1)·S·e for RS, 2(N-1)·S·e for AG, their sum for AR."""
-    rs, ag = 3 * (n - 1) * padded * itemsize, 2 * (n - 1) * padded * itemsize
-    return {"reduce-scatter": rs, "all-gather": ag, "all-reduce": rs + ag}[op]
+def schedule_model_bytes(schedule: Schedule, chunk: int, itemsize: int) -> int:
+    """Bytes a step-by-step in-place run of ``schedule`` moves: 3 chunks per ADD transfer (two read, one written),
+    2 per COPY. The ring: 3(N-1)·S·e for RS, 2(N-1)·S·e for AG, their sum for AR."""
+    adds = int(np.count_nonzero(schedule.table[:, 4] == ADD))
+    return (3 * adds + 2 * (schedule.n_transfers - adds)) * chunk * itemsize
 
 
 def bus_factor(op: str, n: int) -> Fraction:
@@ -132,37 +142,56 @@ def bus_factor(op: str, n: int) -> Fraction:
 
 
 def numpy_loop(schedule, world: np.ndarray) -> None:
-    """The ring as a per-rank numpy loop: every transfer one ufunc call on whole chunks, in table order."""
+    """The schedule as a per-rank numpy loop: every transfer one ufunc call on whole chunks, in table order (an
+    exchange schedule's sources are copied at the start of each step, as the kernels stage them)."""
     chunk = world.shape[1] // schedule.n_chunks
-    for _, src, dst, c, op in schedule.table.tolist():
-        target, source = world[dst, c * chunk:(c + 1) * chunk], world[src, c * chunk:(c + 1) * chunk]
-        if op == ADD:
-            np.add(target, source, out=target)
-        else:
-            target[...] = source
+    bounds = schedule.step_bounds()
+    for step in range(schedule.n_steps):
+        rows = schedule.table[bounds[step]:bounds[step + 1]].tolist()
+        sent = ([world[src, c * chunk:(c + 1) * chunk].copy() for _, src, _, c, _ in rows]
+                if getattr(schedule, "exchange", False) else
+                [world[src, c * chunk:(c + 1) * chunk] for _, src, _, c, _ in rows])
+        for (_, _, dst, c, op), source in zip(rows, sent):
+            target = world[dst, c * chunk:(c + 1) * chunk]
+            if op == ADD:
+                np.add(target, source, out=target)
+            else:
+                target[...] = source
 
 
-def bench_collectives(n: int, numel: int, dtype="fp32", ops=tuple(OPS), modes=("fused", "step"),
-                      numpy: bool = True, repeats: int = 5, threads: int | None = None) -> dict:
-    """Time ``ops`` on an (N, S) world of small random values (seed 0, scaled so repeated runs stay finite)."""
+def _world(shape: tuple[int, int], dt) -> np.ndarray:
+    world = np.empty(shape, dtype=dt)
+    world[...] = (np.random.default_rng(0).standard_normal(shape, dtype=np.float32) * 1e-3).astype(dt)
+    return world
+
+
+def bench_collectives(n: int, numel: int, dtype="fp32", ops=OPS, modes=("fused", "step"),
+                      numpy: bool = True, repeats: int = 5, threads: int | None = None,
+                      algorithm: str = algorithms.DEFAULT_ALGORITHM) -> dict:
+    """Time ``ops`` by ``algorithm`` on an (N, S) world of small random values (seed 0, scaled so repeated runs
+    stay finite), padded as each schedule's :class:`~ringemu.layout.ChunkLayout` pads."""
     dt = resolve_dtype(dtype)
     n, numel = check_n_ranks(n, "n"), check_numel(numel)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_BENCH_REPEATS:
         raise ValueError(f"repeats must be an integer >= 1 and <= {MAX_BENCH_REPEATS}; got {repeats!r}")
+    check_budget(n * ChunkLayout(numel, n).padded_numel * dt.itemsize, MAX_BENCH_WORLD_BYTES,
+                 "the world buffer in bytes", "the benchmark holds it and STREAM arrays as large")
+    schedules = {op: algorithms.build(op, n, algorithm) for op in ops}
+    layouts = {op: ChunkLayout(numel, s.n_chunks, n) for op, s in schedules.items()}
+    worlds = {}  # one world per padded width (the ring's three collectives share one)
+    for layout in layouts.values():
+        worlds.setdefault(layout.padded_numel, _world((n, layout.padded_numel), dt))
     layout = ChunkLayout(numel, n)
-    check_budget(n * layout.padded_numel * dt.itemsize, MAX_BENCH_WORLD_BYTES, "the world buffer in bytes",
-                 "the benchmark holds it and STREAM arrays as large")
-    world = np.empty((n, layout.padded_numel), dtype=dt)
-    world[...] = (np.random.default_rng(0).standard_normal(world.shape, dtype=np.float32) * 1e-3).astype(dt)
-    threads = threads or default_threads(world.nbytes)
-    streams = stream_calls(world.nbytes, threads)
+    world_bytes = max(w.nbytes for w in worlds.values()) if worlds else n * layout.padded_numel * dt.itemsize
+    threads = threads or default_threads(world_bytes)
+    streams = stream_calls(world_bytes, threads)
     calls = {("stream", k): fn for k, (fn, _) in streams.items()}
     for op in ops:
-        schedule = OPS[op](n)
+        schedule, world = schedules[op], worlds[layouts[op].padded_numel]
         for m in modes:
-            calls[(op, f"ringemu-{m}")] = lambda s=schedule, m=m: run_schedule(s, world, m, threads=threads)
+            calls[(op, f"ringemu-{m}")] = lambda s=schedule, w=world, m=m: run_schedule(s, w, m, threads=threads)
         if numpy:
-            calls[(op, "numpy-loop")] = lambda s=schedule: numpy_loop(s, world)
+            calls[(op, "numpy-loop")] = lambda s=schedule, w=world: numpy_loop(s, w)
     timings = time_interleaved(calls, repeats)
     stream = {"array_bytes": streams["copy"][1], "copy": timings[("stream", "copy")],
               "add": timings[("stream", "add")]}
@@ -172,23 +201,25 @@ def bench_collectives(n: int, numel: int, dtype="fp32", ops=tuple(OPS), modes=("
     for (op, name), t in timings.items():
         if op == "stream":
             continue
-        fbytes, rate = floor_bytes(op, n, layout.padded_numel, dt.itemsize)
+        padded = layouts[op].padded_numel
+        fbytes, rate = floor_bytes(op, n, padded, dt.itemsize)
         floor_s = fbytes / stream[f"{rate}_Bps"]
-        busbw = float(layout.padded_numel * dt.itemsize / t.median * bus_factor(op, n))
+        busbw = float(padded * dt.itemsize / t.median * bus_factor(op, n))
+        model = schedule_model_bytes(schedules[op], layouts[op].chunk_size, dt.itemsize)
         rows.append({"op": op, "impl": name, **t.as_dict(), "busbw_GBps": busbw / 1e9,
                      "floor_s": floor_s, "x_floor": t.median / floor_s,
-                     "ring_model_GBps": ring_model_bytes(op, n, layout.padded_numel, dt.itemsize) / t.median / 1e9})
+                     "schedule_model_GBps": model / t.median / 1e9})
     if numpy:  # same schedule, same order, same in-place updates: the loop must give ringemu's bits
-        small = ChunkLayout(min(numel, 1 << 16), n)
         for op in ops:
+            small = ChunkLayout(min(numel, 1 << 16), schedules[op].n_chunks, n)
             a = (np.arange(n * small.padded_numel) % 7 - 3).astype(dt).reshape(n, small.padded_numel)
             b = a.copy()
-            run_schedule(OPS[op](n), a, "fused", threads=threads)
-            numpy_loop(OPS[op](n), b)
+            run_schedule(schedules[op], a, "fused", threads=threads)
+            numpy_loop(schedules[op], b)
             if a.tobytes() != b.tobytes():
-                raise AssertionError(f"numpy loop and ringemu differ on {op}")
-    return {"ranks": n, "numel": numel, "padded_numel": layout.padded_numel, "dtype": dtype_name(dt),
-            "world_bytes": world.nbytes, "repeats": repeats, "threads": threads,
+                raise AssertionError(f"numpy loop and ringemu differ on {op} ({algorithm})")
+    return {"ranks": n, "numel": numel, "algorithm": algorithm, "padded_numel": layout.padded_numel,
+            "dtype": dtype_name(dt), "world_bytes": world_bytes, "repeats": repeats, "threads": threads,
             "stream": {"array_bytes": stream["array_bytes"], "threads": threads,
                        "copy": stream["copy"].as_dict(), "add": stream["add"].as_dict(),
                        "copy_GBps": stream["copy_Bps"] / 1e9, "add_GBps": stream["add_Bps"] / 1e9},
@@ -199,11 +230,12 @@ def render(result: dict) -> str:
     """The benchmark as a text table: one row per (op, implementation)."""
     s = result["stream"]
     lines = [f"N = {result['ranks']}, S = {result['numel']:,} {result['dtype']} per rank "
-             f"(world {result['world_bytes'] / 2**20:,.0f} MiB), {result['repeats']} runs each, "
+             f"(world {result['world_bytes'] / 2**20:,.0f} MiB), {result['algorithm']} schedules, "
+             f"{result['repeats']} runs each, "
              f"{result['threads']} thread(s)",
              f"STREAM floor: copy {s['copy_GBps']:.1f} GB/s, in-place add {s['add_GBps']:.1f} GB/s",
              f"{'op':<4} {'implementation':<15} {'median ms':>10} {'min':>8} {'max':>8} {'busbw GB/s':>11} "
-             f"{'× floor':>8} {'ring GB/s':>10} {'vs numpy':>9}"]
+             f"{'× floor':>8} {'model GB/s':>10} {'vs numpy':>9}"]
     by_op = {}
     for r in result["rows"]:
         by_op.setdefault(r["op"], {})[r["impl"]] = r["median_s"]
@@ -212,9 +244,10 @@ def render(result: dict) -> str:
         ratio = f"{base / r['median_s']:.2f}×" if base else "-"
         lines.append(f"{SHORT[r['op']]:<4} {r['impl']:<15} {r['median_s'] * 1e3:>10.1f} {r['min_s'] * 1e3:>8.1f} "
                      f"{r['max_s'] * 1e3:>8.1f} {r['busbw_GBps']:>11.2f} {r['x_floor']:>8.2f} "
-                     f"{r['ring_model_GBps']:>10.1f} {ratio:>9}")
-    lines.append("× floor: median over the time the STREAM rate needs for the op's least traffic; ring GB/s: the "
-                 "step-by-step ring's traffic over the median; vs numpy: how many times faster than the numpy loop")
+                     f"{r['schedule_model_GBps']:>10.1f} {ratio:>9}")
+    lines.append("× floor: median over the time the STREAM rate needs for the op's least traffic; model GB/s: the "
+                 "step-by-step schedule's traffic over the median; vs numpy: how many times faster than the numpy "
+                 "loop")
     return "\n".join(lines)
 
 
@@ -240,13 +273,14 @@ def bench_settings(args) -> tuple[int, int, int]:
             raise ValueError(f"{flag} must be >= 1 and <= {limits[name]}; got {value}")
     itemsize = resolve_dtype(args.dtype).itemsize
     check_budget(chosen["ranks"] * 2 ** chosen["log2_numel"] * itemsize, MAX_BENCH_WORLD_BYTES,
-                 "the world buffer N·2^log2-numel·itemsize in bytes", "the benchmark holds it and STREAM arrays as large")
+                 "the world buffer N·2^log2-numel·itemsize in bytes",
+                 "the benchmark holds it and STREAM arrays as large")
     return chosen["ranks"], chosen["log2_numel"], chosen["repeats"]
 
 
 def cmd_bench(args) -> int:
     n, log2, repeats = bench_settings(args)
-    result = bench_collectives(n, 2 ** log2, args.dtype, repeats=repeats)
+    result = bench_collectives(n, 2 ** log2, args.dtype, repeats=repeats, algorithm=args.algorithm)
     print(json.dumps(result) if args.json else render(result))
     return 0
 
@@ -259,5 +293,7 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per case (default 5)")
     p.add_argument("--quick", action="store_true", help="smoke run: N = 4, S = 2^16, 3 runs (about a second)")
+    p.add_argument("--algorithm", choices=algorithms.names(), default=algorithms.DEFAULT_ALGORITHM,
+                   help=f"the schedules' algorithm, from the catalog (default {algorithms.DEFAULT_ALGORITHM})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_bench)

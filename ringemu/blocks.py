@@ -29,13 +29,11 @@ a golden-hash test pins the result.
 """
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 
 from .dtypes import dtype_name, resolve_dtype
-from .layout import check_numel
-from .schedule import check_n_ranks
+from .checks import check_int, check_n_ranks, check_numel
 
 __all__ = ["EXACT_LIMITS", "value_bound", "integer_blocks", "check_integer_blocks"]
 
@@ -73,20 +71,16 @@ def integer_blocks(n_ranks: int, numel: int, seed: int, dtype: object = "int32",
     """
     n = check_n_ranks(n_ranks)
     s = check_numel(numel)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an integer >= 0, got {seed!r} ({type(seed).__name__})")
-    if seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed}")
+    seed = check_int(seed, "seed", minimum=0)
     dt = resolve_dtype(dtype)
     bound = value_bound(n, dt)
     if max_abs is not None:
-        if isinstance(max_abs, bool) or not isinstance(max_abs, (int, np.integer)):
-            raise TypeError(f"max_abs must be an integer, got {max_abs!r}")
+        max_abs = check_int(max_abs, "max_abs")
         if not 0 <= max_abs <= bound:
             raise ValueError(f"max_abs must be between 0 and {bound} for n_ranks={n} in {dtype_name(dt)}; "
                              f"got {max_abs}")
-        bound = operator.index(max_abs)
-    rng = np.random.Generator(np.random.PCG64(operator.index(seed)))
+        bound = max_abs
+    rng = np.random.Generator(np.random.PCG64(seed))
     draws = rng.integers(-bound, bound, size=(n, s), dtype=np.int64, endpoint=True)
     return draws.astype(dt)  # exact: |value| <= B <= L
 

@@ -1,25 +1,33 @@
 """The ``ringemu`` command line: one dispatcher; each subcommand lives beside the code it drives.
 
 Every subcommand takes ``--json``. Bad input prints one line ``ringemu: error: ...`` and exits 2.
+
+Wiring. ``ringemu``'s own groups (``demo``, ``run``, ``trace``, ``count``; ``bench``) are plain imports below.
+Packages built *on top of* ringemu (the ZeRO stages, the proofs) plug their commands in through the entry-point
+group :data:`ENTRY_POINT_GROUP`, declared in ``setup.cfg`` under ``[options.entry_points]``; each entry names a
+module that defines ``register(subparsers)``. ringemu itself never imports those packages (the arrow points from
+them to ringemu). Installed, the group is read from the distribution's metadata
+(:func:`importlib.metadata.entry_points`); run from a source tree without installing, it is read from the
+``setup.cfg`` beside the ``ringemu`` package, so both ways see the same commands.
 """
 from __future__ import annotations
 
 import argparse
+import configparser
 import importlib
 import os
 import sys
+from importlib import metadata
+from pathlib import Path
 
+from . import bench_command, commands
 from .backends.emulator import RankFailure
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
-# module that defines register(subparsers) for each group of subcommands (imported lazily at parse time)
-COMMAND_MODULES = (
-    "ringemu.commands",      # demo, run, trace, count
-    "ringemu.bench_command",  # bench
-    "zero_stages.commands",  # zero, memory
-    "proofs.commands",       # prove
-)
+ENTRY_POINT_GROUP = "ringemu.commands"
+_BUILT_IN = (commands, bench_command)  # demo, run, trace, count; bench
+_SOURCE_SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,17 +35,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"ringemu: error: {message}\n")
 
 
+def _source_tree_entries(setup_cfg: Path) -> list[tuple[str, str]] | None:
+    """(name, module) pairs of the group in a source tree's ``setup.cfg``; None if that file or section is absent."""
+    if not setup_cfg.is_file():
+        return None
+    parser = configparser.ConfigParser()
+    parser.read(setup_cfg, encoding="utf-8")
+    if not parser.has_option("options.entry_points", ENTRY_POINT_GROUP):
+        return None
+    lines = parser.get("options.entry_points", ENTRY_POINT_GROUP).strip().splitlines()
+    pairs = [tuple(part.strip() for part in line.split("=", 1)) for line in lines if line.strip()]
+    return [(name, value) for name, value in pairs]
+
+
+def plugin_modules(setup_cfg: Path | None = None) -> list[tuple[str, str]]:
+    """(entry name, module name) of every command group plugged in through :data:`ENTRY_POINT_GROUP`, in declared
+    order: from the source tree's ``setup.cfg`` when ringemu runs from one, else from the installed metadata."""
+    from_source = _source_tree_entries(_SOURCE_SETUP_CFG if setup_cfg is None else setup_cfg)
+    if from_source is not None:
+        return from_source
+    return [(ep.name, ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ringemu", description="Ring collectives and ZeRO on N virtual ranks, counted exactly.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue  # that group is not built yet
+    for module in _BUILT_IN:
         module.register(sub)
+    for _name, module_name in plugin_modules():
+        importlib.import_module(module_name.split(":")[0]).register(sub)
     return parser
 
 

@@ -1,16 +1,24 @@
 """Public collectives on N virtual ranks: ``reduce_scatter``, ``all_gather``, ``all_reduce``, ``naive_all_reduce``.
 
-Each call builds its schedule (:mod:`ringemu.schedule`), records it in the :class:`~ringemu.ledger.CommLedger`
+Each call builds the schedule of its ``algorithm`` (default ``"ring"``; any name of
+:func:`ringemu.algorithms.names`) from the registry :mod:`ringemu.algorithms`, records it in the :class:`~ringemu.ledger.CommLedger`
 passed in, and — for real buffers — executes it with the kernels (:mod:`ringemu.execute`). Size-only buffers
 (:class:`~ringemu.virtual.VirtualBuffer`) run the same call with counting only.
 
 Input is a world array of shape (N, S), one row per rank, or a sequence of N one-dimensional per-rank buffers.
-Rows are padded with zeros to N·ceil(S/N) inside; results drop the padding:
+Rows are padded with zeros inside (to N·ceil(S/N) for the ring; :class:`~ringemu.layout.ChunkLayout` says where
+for algorithms that cut shards finer); results drop the padding. The shard map is ``ChunkLayout(S, N)`` for every
+algorithm:
 
 * ``reduce_scatter(world)`` → list of N arrays; entry r is rank r's fully reduced chunk r (``ChunkLayout(S, N)``
   gives its length, which is 0 for chunks made only of padding);
 * ``all_gather(shards)`` → (N, S) array, every row the concatenation of the shards;
 * ``all_reduce(world)`` and ``naive_all_reduce(world)`` → (N, S) array, every row the sum over ranks.
+
+For every algorithm, ``reduce_scatter(world, algorithm=A)[r]`` is bit for bit the shard r of
+``all_reduce(world, algorithm=A)`` (the registry's reduce-scatter adds in its all-reduce's order), so data
+parallelism (all-reduce) and ZeRO (reduce-scatter) agree exactly. ``ranks_per_node`` is passed to the
+hierarchical algorithms (:func:`ringemu.algorithms.build`).
 
 The input is never modified. Integer inputs whose exact sum does not fit the dtype are rejected (ring
 partial sums wrap around but the final sum is exact whenever it fits, as in two's-complement hardware).
@@ -25,7 +33,7 @@ from .dtypes import resolve_dtype
 from .execute import MODES, run_schedule
 from .layout import ChunkLayout
 from .ledger import CommLedger
-from .algorithms.ring import naive_reduce_broadcast, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .algorithms import DEFAULT_ALGORITHM, build
 from .schedule import Schedule
 from .virtual import VirtualBuffer
 
@@ -91,12 +99,11 @@ def _padded(rows, layout: ChunkLayout) -> np.ndarray:
     (per-rank buffers are copied into it row by row, never stacked first)."""
     n, dtype = len(rows), rows[0].dtype
     padded = np.empty((n, layout.padded_numel), dtype=dtype)
-    padded[:, layout.numel:] = 0
     if isinstance(rows, list):
         for r, row in enumerate(rows):
-            padded[r, :layout.numel] = row
+            layout.pad(row[None, :], padded[r:r + 1])
     else:
-        padded[:, :layout.numel] = rows
+        layout.pad(rows, padded)
     return padded
 
 
@@ -114,24 +121,32 @@ def _run(schedule: Schedule, layout: ChunkLayout, dtype, padded: np.ndarray | No
         run_schedule(schedule, padded, mode)
 
 
+def _check_sum(padded: np.ndarray, layout: ChunkLayout) -> None:
+    if padded.dtype.kind == "i":
+        check_integer_sum(layout.unpad(padded))
+
+
 def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "reduce_scatter",
-                   mode: str = "fused") -> list:
-    """Ring reduce-scatter: entry r of the result is chunk r of the sum over ranks, in ring order."""
+                   mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None) -> list:
+    """Reduce-scatter by ``algorithm``: entry r of the result is shard r (``ChunkLayout(S, N)``) of the sum over
+    ranks, in that algorithm's order of additions."""
     world = _rows(world, "world")
     n, numel = _shape(world)
-    layout = ChunkLayout(numel, n)
+    schedule = build("reduce-scatter", n, algorithm, ranks_per_node=ranks_per_node)
+    layout = ChunkLayout(numel, schedule.n_chunks, n)
     if isinstance(world, VirtualBuffer):
-        _run(ring_reduce_scatter(n), layout, world.dtype, None, ledger, label, mode)
-        return [VirtualBuffer((layout.payload(r),), world.dtype) for r in range(n)]
+        _run(schedule, layout, world.dtype, None, ledger, label, mode)
+        return [VirtualBuffer((layout.shard_payload(r),), world.dtype) for r in range(n)]
     padded = _padded(world, layout)
-    check_integer_sum(padded[:, :numel])
-    _run(ring_reduce_scatter(n), layout, padded.dtype, padded, ledger, label, mode)
-    return [padded[r, layout.start(r):layout.start(r) + layout.payload(r)] for r in range(n)]
+    _check_sum(padded, layout)
+    _run(schedule, layout, padded.dtype, padded, ledger, label, mode)
+    return [padded[r, layout.shard_slice(r)] for r in range(n)]
 
 
 def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_gather",
-               mode: str = "fused"):
-    """Ring all-gather of per-rank shards laid out as ``ChunkLayout(S, N)`` (shard r = chunk r's payload).
+               mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None):
+    """All-gather by ``algorithm`` of per-rank shards laid out as ``ChunkLayout(S, N)`` (shard r = chunk r's
+    payload).
 
     ``shards`` is a list of N 1-D arrays (lengths as the layout gives them), or a VirtualBuffer of shape
     (N, S) for counting only. Returns the (N, S) gathered world.
@@ -139,49 +154,50 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     if isinstance(shards, VirtualBuffer):
         world = as_world(shards, "shards")
         n, numel = world.shape
-        _run(ring_all_gather(n), ChunkLayout(numel, n), world.dtype, None, ledger, label, mode)
+        schedule = build("all-gather", n, algorithm, ranks_per_node=ranks_per_node)
+        _run(schedule, ChunkLayout(numel, schedule.n_chunks, n), world.dtype, None, ledger, label, mode)
         return VirtualBuffer((n, numel), world.dtype)
     if not isinstance(shards, Sequence) or not shards or not all(isinstance(s, np.ndarray) for s in shards):
         raise TypeError("shards must be a non-empty list of 1-D numpy arrays (one per rank) or a VirtualBuffer")
     n = len(shards)
     numel = sum(int(s.size) for s in shards)
-    layout = ChunkLayout(numel, n)
+    shard_map = ChunkLayout(numel, n)
     lengths = [s.size for s in shards]
-    if [s.ndim for s in shards] != [1] * n or lengths != layout.payloads().tolist():
-        raise ValueError(f"shards must be 1-D with lengths {layout.payloads().tolist()} "
+    if [s.ndim for s in shards] != [1] * n or lengths != shard_map.payloads().tolist():
+        raise ValueError(f"shards must be 1-D with lengths {shard_map.payloads().tolist()} "
                          f"(ChunkLayout({numel}, {n}) payloads); got lengths {lengths}")
     dtypes = {s.dtype for s in shards}
     if len(dtypes) != 1:
         raise ValueError(f"shards must share one dtype; got {sorted(map(str, dtypes))}")
     dtype = resolve_dtype(shards[0].dtype)
+    schedule = build("all-gather", n, algorithm, ranks_per_node=ranks_per_node)
+    layout = ChunkLayout(numel, schedule.n_chunks, n)
     padded = np.zeros((n, layout.padded_numel), dtype=dtype)
     for r, shard in enumerate(shards):
-        padded[r, layout.start(r):layout.start(r) + shard.size] = shard
-    _run(ring_all_gather(n), layout, dtype, padded, ledger, label, mode)
-    return padded[:, :numel]
+        padded[r, layout.shard_slice(r)] = shard
+    _run(schedule, layout, dtype, padded, ledger, label, mode)
+    return layout.unpad(padded)
 
 
-def _reduce_all(schedule_fn, world, ledger, label, mode):
+def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_reduce", mode: str = "fused",
+               algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None):
+    """All-reduce by ``algorithm`` (default the ring: reduce-scatter then all-gather): every row of the result is
+    the sum over ranks, bit-identical to :func:`reduce_scatter`'s shards with the same algorithm."""
     world = _rows(world, "world")
     n, numel = _shape(world)
-    schedule = schedule_fn(n)
-    layout = ChunkLayout(numel, schedule.n_chunks)
+    schedule = build("all-reduce", n, algorithm, ranks_per_node=ranks_per_node)
+    layout = ChunkLayout(numel, schedule.n_chunks, n)
     if isinstance(world, VirtualBuffer):
         _run(schedule, layout, world.dtype, None, ledger, label, mode)
         return VirtualBuffer((n, numel), world.dtype)
     padded = _padded(world, layout)
-    check_integer_sum(padded[:, :numel])
+    _check_sum(padded, layout)
     _run(schedule, layout, padded.dtype, padded, ledger, label, mode)
-    return padded[:, :numel]
-
-
-def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_reduce", mode: str = "fused"):
-    """Ring all-reduce (reduce-scatter then all-gather): every row of the result is the sum over ranks,
-    bit-identical to :func:`reduce_scatter`'s chunks."""
-    return _reduce_all(ring_all_reduce, world, ledger, label, mode)
+    return layout.unpad(padded)
 
 
 def naive_all_reduce(world, *, ledger: CommLedger | None = None, label: str = "naive_all_reduce",
                      mode: str = "fused"):
-    """The lesson's contrast: rank 0 receives every buffer, sums in rank order, sends the sum back."""
-    return _reduce_all(naive_reduce_broadcast, world, ledger, label, mode)
+    """The lesson's contrast, ``all_reduce(world, algorithm="naive")``: rank 0 receives every buffer, sums in
+    rank order, sends the sum back."""
+    return all_reduce(world, ledger=ledger, label=label, mode=mode, algorithm="naive")

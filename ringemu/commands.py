@@ -22,12 +22,11 @@ import numpy as np
 from . import collectives
 from .blocks import check_integer_blocks, integer_blocks, value_bound
 from .dtypes import dtype_name, resolve_dtype
-from .checks import check_budget, parse_number
-from .layout import ChunkLayout, check_numel
+from .checks import check_budget, check_n_ranks, check_numel, parse_number
+from .layout import ChunkLayout
 from .ledger import CommLedger
-from .algorithms import op_names
-from .schedule import check_n_ranks
-from .testing import shards_of
+from .algorithms import names, op_names, resolve_op
+from .testing import run_op, shards_of
 from .trace import trace_collective
 from .units import GB, format_gb
 from .virtual import VirtualBuffer
@@ -40,8 +39,6 @@ MAX_RUN_RANKS = 1024  # `run` builds the schedule table, 2N(N-1) rows of 40 B: 8
 MAX_BANDWIDTH_GBPS = 10 ** 9  # GB/s: a billion times a fast link; beyond it the α-β time says nothing
 MAX_LATENCY_US = 10 ** 12  # µs: about 11.6 days per step
 MAX_COUNT_RANKS = 4096  # `count` walks the real schedule: 2N(N-1) transfers of 40 B each = 1.3 GB at N = 4096
-_RUN = {"reduce-scatter": collectives.reduce_scatter, "all-gather": collectives.all_gather,
-        "all-reduce": collectives.all_reduce, "naive-all-reduce": collectives.naive_all_reduce}
 
 
 def register(subparsers) -> None:
@@ -76,6 +73,8 @@ def register(subparsers) -> None:
 
 def _common(p: argparse.ArgumentParser, ops: list[str], dtype_default: str | None = None) -> None:
     p.add_argument("--op", required=True, choices=ops, help="the collective")
+    p.add_argument("--algorithm", choices=names(), default=None,
+                   help="the algorithm, from the catalog (default: ring; `ringemu compare` lists them)")
     p.add_argument("--ranks", type=int, required=True, help="number of ranks N >= 1")
     p.add_argument("--numel", type=int, required=True, help="elements per rank S >= 0")
     p.add_argument("--dtype", default=dtype_default, required=dtype_default is None,
@@ -84,19 +83,20 @@ def _common(p: argparse.ArgumentParser, ops: list[str], dtype_default: str | Non
 
 
 # -- run ---------------------------------------------------------------------------------------------------------
-def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, mode: str = "fused"):
-    """Run ``op`` on :func:`~ringemu.blocks.integer_blocks`; return (inputs, outputs, expected, verified, ledger).
+def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, mode: str = "fused",
+                   algorithm: str | None = None):
+    """Run ``op`` by ``algorithm`` (:func:`ringemu.algorithms.resolve_op`) on :func:`~ringemu.blocks.integer_blocks`;
+    return (inputs, outputs, expected, verified, ledger).
 
     ``outputs`` is a list of N per-rank arrays. ``expected`` is computed independently of the schedule:
     ``numpy.sum`` over ranks in int64 / float64 (exact for integer blocks), or for all-gather the concatenated
     shards. ``verified`` is True iff every rank's output equals its part of ``expected`` exactly.
     """
     n, s, dt = check_n_ranks(n_ranks, "ranks"), check_numel(numel), resolve_dtype(dtype)
-    if op not in _RUN:
-        raise ValueError(f"op must be one of {', '.join(_RUN)}; got {op!r}")
+    collective, algorithm = resolve_op(op, algorithm)
     if n > MAX_RUN_RANKS:
-        raise ValueError(f"ranks must be <= {MAX_RUN_RANKS} for a run with real data (its schedule has 2N(N-1) "
-                         f"transfers); got {n} (use `ringemu count` for traffic at up to {MAX_COUNT_RANKS} ranks)")
+        raise ValueError(f"ranks must be <= {MAX_RUN_RANKS} for a run with real data (its schedule's table grows as "
+                         f"N²); got {n} (use `ringemu count` for traffic at up to {MAX_COUNT_RANKS} ranks)")
     if n * s > MAX_RUN_ELEMENTS:
         raise ValueError(f"ranks·numel must be <= {MAX_RUN_ELEMENTS:,} for a run with real data; got {n * s:,} "
                          f"(use `ringemu count` for traffic at any size)")
@@ -104,15 +104,12 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
     check_integer_blocks(inputs, "inputs")  # the promise the independent sum relies on
     wide = np.int64 if dt.kind == "i" else np.float64  # exact for every integer block (blocks.EXACT_LIMITS)
     layout, ledger = ChunkLayout(s, n), CommLedger()
-    if op == "all-gather":
-        shards = shards_of(inputs)
-        expected = np.concatenate([x.astype(wide) for x in shards])
-        outputs = list(collectives.all_gather(shards, ledger=ledger, mode=mode))
+    if collective == "all-gather":
+        expected = np.concatenate([x.astype(wide) for x in shards_of(inputs)])
     else:
         expected = np.sum(inputs.astype(wide), axis=0)
-        result = _RUN[op](inputs, ledger=ledger, mode=mode)
-        outputs = list(result)
-    if op == "reduce-scatter":
+    outputs = list(run_op(collective, inputs, algorithm=algorithm, ledger=ledger, mode=mode))
+    if collective == "reduce-scatter":
         verified = all(np.array_equal(out.astype(wide), expected[layout.payload_slice(r)])
                        for r, out in enumerate(outputs))
     else:
@@ -124,17 +121,18 @@ def cmd_run(args) -> int:
     if args.save is not None:
         check_save_path(args.save)
     inputs, outputs, expected, verified, ledger = run_collective(args.op, args.ranks, args.numel, args.dtype,
-                                                                 args.seed, args.mode)
+                                                                 args.seed, args.mode, args.algorithm)
     name = dtype_name(args.dtype)
+    algorithm = resolve_op(args.op, args.algorithm)[1]
     saved = _save(args.save, args, inputs, outputs, expected) if args.save else None
     if args.json:
-        out = {"op": args.op, "ranks": args.ranks, "numel": args.numel, "dtype": name, "seed": args.seed,
-               "mode": args.mode, "verified": verified, "saved": saved}
+        out = {"op": args.op, "algorithm": algorithm, "ranks": args.ranks, "numel": args.numel, "dtype": name,
+               "seed": args.seed, "mode": args.mode, "verified": verified, "saved": saved}
         out.update(_summary(ledger))
         print(json.dumps(out))
     else:
-        print(f"{args.op} on {args.ranks} ranks: {args.numel:,} {name} elements per rank (integer blocks, "
-              f"seed {args.seed}, mode {args.mode})")
+        print(f"{args.op} ({algorithm}) on {args.ranks} ranks: {args.numel:,} {name} elements per rank (integer "
+              f"blocks, seed {args.seed}, mode {args.mode})")
         against = "the concatenated shards" if args.op == "all-gather" else "numpy.sum of the inputs"
         print(f"verified: {'yes' if verified else 'NO'} (every rank's result equals {against}, exactly)")
         print(*_traffic_lines(ledger), sep="\n")
@@ -163,7 +161,7 @@ def _save(path: str, args, inputs, outputs, expected) -> str:
 
     n, s = inputs.shape
     layout = ChunkLayout(s, n)
-    if args.op == "reduce-scatter":  # (N, ceil(S/N)): row r is rank r's chunk, zero after its payload
+    if resolve_op(args.op)[0] == "reduce-scatter":  # (N, ceil(S/N)): row r is rank r's chunk, zero after its payload
         out = np.zeros((n, layout.chunk_size), dtype=inputs.dtype)
         for r, chunk in enumerate(outputs):
             out[r, :chunk.size] = chunk
@@ -179,28 +177,29 @@ def _save(path: str, args, inputs, outputs, expected) -> str:
 
 # -- trace -------------------------------------------------------------------------------------------------------
 def cmd_trace(args) -> int:
-    trace = trace_collective(args.op, args.ranks, args.numel, args.dtype, args.seed)
+    trace = trace_collective(args.op, args.ranks, args.numel, args.dtype, args.seed, algorithm=args.algorithm)
     print(json.dumps(trace.as_dict()) if args.json else trace.render())
     return 0
 
 
 # -- count -------------------------------------------------------------------------------------------------------
-def count_collective(op: str, n_ranks: int, numel: int, dtype: object) -> CommLedger:
-    """Count ``op`` on size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`): no data, exact traffic."""
+def count_collective(op: str, n_ranks: int, numel: int, dtype: object, algorithm: str | None = None) -> CommLedger:
+    """Count ``op`` by ``algorithm`` on size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`): no data,
+    exact traffic."""
     n, s = check_n_ranks(n_ranks, "ranks"), check_numel(numel)
-    if op not in _RUN:
-        raise ValueError(f"op must be one of {', '.join(_RUN)}; got {op!r}")
+    collective, algorithm = resolve_op(op, algorithm)
     if n > MAX_COUNT_RANKS:
         raise ValueError(f"ranks must be <= {MAX_COUNT_RANKS} for count (it walks every transfer of the schedule, "
                          f"2N(N-1) for all-reduce); got {n}")
     ledger = CommLedger()
-    _RUN[op](VirtualBuffer((n, s), dtype), ledger=ledger)
+    run_op(collective, VirtualBuffer((n, s), dtype), algorithm=algorithm, ledger=ledger)
     return ledger
 
 
 def cmd_count(args) -> int:
-    ledger = count_collective(args.op, args.ranks, args.numel, args.dtype)
+    ledger = count_collective(args.op, args.ranks, args.numel, args.dtype, args.algorithm)
     name = dtype_name(args.dtype)
+    algorithm = resolve_op(args.op, args.algorithm)[1]
     seconds = None
     if args.latency_us is not None and args.bandwidth is None:
         raise ValueError("--latency-us needs --bandwidth (the α-β time uses both)")
@@ -211,15 +210,15 @@ def cmd_count(args) -> int:
                                MAX_LATENCY_US, unit="µs")
         seconds = ledger.alpha_beta_time(bandwidth * GB, latency / 10 ** 6)
     if args.json:
-        out = {"op": args.op, "ranks": args.ranks, "numel": args.numel, "dtype": name}
+        out = {"op": args.op, "algorithm": algorithm, "ranks": args.ranks, "numel": args.numel, "dtype": name}
         out.update(_summary(ledger))
         if seconds is not None:
             out.update({"bandwidth_GBps": str(bandwidth), "latency_us": str(latency),
                         "alpha_beta_seconds": float(seconds), "alpha_beta_seconds_exact": str(seconds)})
         print(json.dumps(out))
         return 0
-    print(f"{args.op} on {args.ranks:,} ranks: {args.numel:,} {name} elements per rank (size-only: counted, "
-          f"no data)")
+    print(f"{args.op} ({algorithm}) on {args.ranks:,} ranks: {args.numel:,} {name} elements per rank (size-only: "
+          f"counted, no data)")
     print(*_traffic_lines(ledger), sep="\n")
     if seconds is not None:
         print(f"α-β time at {bandwidth} GB/s per link, latency {latency} µs per step: {float(seconds):.4g} s "

@@ -8,6 +8,10 @@ Modes (all three leave the same bits in the world buffer; the tests check it for
   the reference of ``fused``).
 * ``reference``: :func:`ringemu.reference.run_schedule_reference`, plain numpy, transfer by transfer.
 
+``exchange`` schedules (a rank sends a chunk it also receives in that step, as in recursive doubling) run in both
+kernel modes through :func:`ringemu.kernels.run_staged`, which stages what every source sends, tile by tile;
+every other schedule runs exactly as before, with no staging.
+
 Every mode returns the (n_ranks, n_ranks) int64 array of elements each directed link (src, dst) carried,
 padding included; the kernels count it themselves, the reference mode counts the schedule's table.
 The kernels (and numba) are imported on the first call that needs them.
@@ -19,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .checks import check_int
 from .dtypes import resolve_dtype
 from .reference import run_schedule_reference
 from .schedule import Schedule
@@ -81,7 +86,7 @@ def _columns(schedule: Schedule) -> tuple[np.ndarray, ...]:
 def _check_and_count(kernels, schedule: Schedule, cols, chunk: int) -> np.ndarray:
     links = np.zeros((schedule.n_ranks, schedule.n_ranks), dtype=np.int64)
     bad = int(kernels.check_and_count(*cols, int(schedule.n_ranks), int(schedule.n_chunks), int(schedule.n_steps),
-                                     int(chunk), links))
+                                     int(chunk), links, bool(schedule.exchange)))
     if bad >= 0:
         row, reason = divmod(bad, 8)
         raise ValueError(f"schedule {schedule.name}: transfer {row} {schedule.table[row].tolist()} has "
@@ -93,6 +98,27 @@ def _reference_links(schedule: Schedule, chunk: int) -> np.ndarray:
     n = schedule.n_ranks
     count = np.bincount(schedule.table[:, 1] * n + schedule.table[:, 2], minlength=n * n)
     return (count * chunk).reshape(n, n).astype(np.int64)
+
+
+def _staged_body(kernels, schedule: Schedule, cols, view: np.ndarray, wire: int, chunk: int, mode: str,
+                 tile: int | None):
+    """The slab runner of an ``exchange`` schedule: :func:`ringemu.kernels.run_staged` with one staging tile per
+    transfer of the largest step (allocated per thread)."""
+    step_of, src, dst, chunk_of, op = cols
+    if mode == "step":
+        order = np.arange(step_of.shape[0], dtype=np.int64)
+        bounds = np.array([0, step_of.shape[0]], dtype=np.int64)
+    else:
+        order = np.argsort(chunk_of, kind="stable")
+        bounds = np.searchsorted(chunk_of[order], np.arange(schedule.n_chunks + 1)).astype(np.int64)
+    rows_per_step = int(np.bincount(step_of).max()) if step_of.shape[0] else 1
+    tile_elems = int(tile) if tile is not None else default_tile(view.dtype.itemsize)
+
+    def body(lo: int, hi: int) -> None:
+        stage = np.empty((rows_per_step, tile_elems), dtype=view.dtype)
+        kernels.run_staged(view, step_of, src, dst, chunk_of, op, order, bounds, chunk, lo, hi, tile_elems, stage,
+                           wire)
+    return body
 
 
 def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, tile: int | None = None,
@@ -118,8 +144,8 @@ def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, 
     if not world.flags.writeable:
         raise ValueError("world must be writeable (the schedule runs in place)")
     for name, value in (("tile", tile), ("threads", threads)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+        if value is not None:
+            check_int(value, name, minimum=1)
     chunk = int(world.shape[1] // schedule.n_chunks)
     if mode == "reference":
         run_schedule_reference(schedule, world)
@@ -129,13 +155,15 @@ def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, 
 
     cols = _columns(schedule)
     links = _check_and_count(kernels, schedule, cols, chunk)
-    _, src, dst, chunk_of, op = cols
+    step_of, src, dst, chunk_of, op = cols
     work = world if world.flags.c_contiguous else np.ascontiguousarray(world)
     view, wire = kernel_view(work)
     if streaming is None:
         streaming = world.nbytes >= STREAMING_BYTES
     streaming = bool(streaming)
-    if mode == "step":
+    if schedule.exchange:
+        body = _staged_body(kernels, schedule, cols, view, wire, chunk, mode, tile)
+    elif mode == "step":
         def body(lo: int, hi: int) -> None:
             kernels.run_steps(view, src, dst, chunk_of, op, chunk, lo, hi, streaming, wire)
     else:

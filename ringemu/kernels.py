@@ -29,7 +29,7 @@ from ._jit import (bf16_to_f32_fast, bits_to_f32, f32_to_bf16_fast, f32_to_bits,
 
 __all__ = [
     "f16_to_f32", "f32_to_f16", "bf16_to_f32", "f32_to_bf16", "copy_tile", "add_tile", "widen_tile",
-    "narrow_tile", "check_and_count", "run_steps", "run_fused",
+    "narrow_tile", "check_and_count", "run_steps", "run_fused", "run_staged",
 ]
 
 # Wire kinds; the same values as ringemu.wire.WIRE_* (a test checks), repeated so this file stands alone.
@@ -131,13 +131,13 @@ def narrow_tile(out, values, wire):
 
 # -- schedules ---------------------------------------------------------------------------------------------------
 @jit
-def check_and_count(step, src, dst, chunk_of, op, n_ranks, n_chunks, n_steps, chunk, links):
+def check_and_count(step, src, dst, chunk_of, op, n_ranks, n_chunks, n_steps, chunk, links, exchange):
     """Validate the table, then count it: -1 if the table can run in place, after adding ``chunk`` elements
     (padding included) to ``links[src, dst]`` for every transfer; else 8·row + reason (_BAD_* above) for the first
     offending row, with ``links`` untouched.
 
-    Checks ranks, chunks and ops are in range, steps are sorted and below n_steps, and no rank sends a chunk it
-    receives in the same step.
+    Checks ranks, chunks and ops are in range, steps are sorted and below n_steps, and (unless ``exchange``: the
+    schedule runs with :func:`run_staged`) no rank sends a chunk it receives in the same step.
     """
     n = step.shape[0]
     received = np.full(n_ranks * n_chunks, -1, dtype=np.int64)  # step in which (rank, chunk) last received
@@ -158,7 +158,7 @@ def check_and_count(step, src, dst, chunk_of, op, n_ranks, n_chunks, n_steps, ch
             received[dst[k] * n_chunks + chunk_of[k]] = s
             hi += 1
         for k in range(lo, hi):
-            if received[src[k] * n_chunks + chunk_of[k]] == s:
+            if not exchange and received[src[k] * n_chunks + chunk_of[k]] == s:
                 return 8 * k + _SENDS_RECEIVED
         lo = hi
     for k in range(n):
@@ -240,3 +240,39 @@ def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi,
                     touched[r] = False
                     written[r] = False
     store_fence()
+
+
+@jit
+def run_staged(world, step, src, dst, chunk_of, op, order, group_bounds, chunk, lo, hi, tile, stage, wire):
+    """Run an ``exchange`` schedule (a rank may send a chunk it receives in the same step) on [lo, hi).
+
+    Rows are taken in groups ``order[group_bounds[g]:group_bounds[g + 1]]`` (one group of every row in table order
+    for the step mode, one group per chunk for the fused mode), each group tile by tile; within a tile the rows of
+    one step first copy what their sources hold into ``stage`` (rows × tile elements), then apply the transfers
+    from it in table order: every source sends the value it held at the start of the step. Elements are
+    independent, so the result is the same for any grouping, tile and slab. Only exchange schedules come here: the
+    ring's :func:`run_fused` has no staging.
+    """
+    for g in range(group_bounds.shape[0] - 1):
+        first, last = group_bounds[g], group_bounds[g + 1]
+        for t0 in range(lo, hi, tile):
+            t1 = min(t0 + tile, hi)
+            width = t1 - t0
+            a = first
+            while a < last:
+                b = a
+                while b < last and step[order[b]] == step[order[a]]:
+                    b += 1
+                for j in range(a, b):
+                    k = order[j]
+                    base = chunk_of[k] * chunk
+                    copy_tile(stage[j - a, :width], world[src[k], base + t0:base + t1])
+                for j in range(a, b):
+                    k = order[j]
+                    base = chunk_of[k] * chunk
+                    target = world[dst[k], base + t0:base + t1]
+                    if op[k] != _COPY:
+                        add_tile(target, stage[j - a, :width], wire)
+                    else:
+                        copy_tile(target, stage[j - a, :width])
+                a = b

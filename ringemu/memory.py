@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .layout import check_numel
-from .schedule import check_n_ranks
+from .checks import check_n_ranks, check_numel
 
 __all__ = ["CATEGORIES", "MODEL_STATE_CATEGORIES", "MemoryLedger"]
 

@@ -4,7 +4,9 @@ In the manner of MSCCLang's chunk checker (Cowan et al. 2023, "MSCCLang: Microso
 Language", §4), a schedule is run on symbols instead of numbers. A chunk's provenance is the set of ranks whose
 input it contains, kept as a Python int bitmask. :func:`check_provenance` proves a schedule's postcondition
 for the given N, and rejects a schedule that adds a contribution twice, moves a chunk nobody has defined yet,
-or sends a chunk in the same step in which it receives it.
+or sends a chunk in the same step in which it receives it (unless the schedule is an ``exchange`` schedule, whose
+sources send the value held at the start of the step). Chunks of a shard (``n_chunks = k·N``) belong to the
+shard's rank; the one chunk of a whole-buffer schedule holds every shard.
 """
 from __future__ import annotations
 
@@ -24,8 +26,10 @@ def initial_provenance(schedule: Schedule) -> list[list[int]]:
     n, c = schedule.n_ranks, schedule.n_chunks
     if schedule.initial == "all":  # every rank contributes its own input to every chunk
         return [[1 << r] * c for r in range(n)]
-    if schedule.initial == "own":  # rank r holds only chunk r, as rank r's data
-        return [[(1 << r) if k == r else UNDEFINED for k in range(c)] for r in range(n)]
+    if schedule.initial == "own":  # rank r holds only its shard's chunks, as rank r's data
+        if not schedule.split:
+            raise ValueError(f"{schedule.name}: initial 'own' needs at least one chunk per shard")
+        return [[(1 << r) if schedule.shard_of(k) == r else UNDEFINED for k in range(c)] for r in range(n)]
     raise ValueError(f"unknown initial condition {schedule.initial!r}")
 
 
@@ -34,11 +38,15 @@ def expected_provenance(schedule: Schedule) -> list[list[int | None]]:
     n, c = schedule.n_ranks, schedule.n_chunks
     everyone = (1 << n) - 1
     if schedule.final == "reduced-own":
-        return [[everyone if k == r else None for k in range(c)] for r in range(n)]
+        if not schedule.split:  # the one chunk holds every shard, rank r's included
+            return [[everyone] * c for _ in range(n)]
+        return [[everyone if schedule.shard_of(k) == r else None for k in range(c)] for r in range(n)]
     if schedule.final == "reduced-all":
         return [[everyone] * c for _ in range(n)]
     if schedule.final == "gathered":
-        return [[1 << k for k in range(c)] for _ in range(n)]
+        if not schedule.split:
+            raise ValueError(f"{schedule.name}: final 'gathered' needs at least one chunk per shard")
+        return [[1 << schedule.shard_of(k) for k in range(c)] for _ in range(n)]
     raise ValueError(f"unknown final condition {schedule.final!r}")
 
 
@@ -46,7 +54,8 @@ def run_provenance(schedule: Schedule, record_steps: bool = False):
     """Execute ``schedule`` symbolically; return the final state (and, if asked, the state after each step).
 
     Raises :class:`ProvenanceError` on a double-counted contribution, a read of an undefined chunk,
-    or a rank that sends a chunk it receives in the same step.
+    or a rank that sends a chunk it receives in the same step (allowed in an ``exchange`` schedule: every source
+    sends what it held at the start of the step).
     """
     state = initial_provenance(schedule)
     history = []
@@ -58,7 +67,7 @@ def run_provenance(schedule: Schedule, record_steps: bool = False):
         sent = [(src, chunk, state[src][chunk]) for _, src, _, chunk, _ in rows]
         for (_, src, dst, chunk, op), (_, _, value) in zip(rows, sent):
             where = f"step {step}: {src} -> {dst}, chunk {chunk}"
-            if (src, chunk) in received:
+            if (src, chunk) in received and not schedule.exchange:
                 raise ProvenanceError(f"{where}: rank {src} sends chunk {chunk} while receiving it")
             if value == UNDEFINED:
                 raise ProvenanceError(f"{where}: rank {src} sends an undefined chunk")

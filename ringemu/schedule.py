@@ -11,7 +11,9 @@ Semantics (guaranteed by :func:`check_provenance` for every schedule built here)
   the value it held at the start of the step. Several ``ADD`` transfers into the same (dst, chunk) in one
   step are applied in the order they are listed.
 * No rank sends, in a step, a chunk it receives in that step, so a kernel may update buffers in place
-  without a staging buffer.
+  without a staging buffer — unless the schedule is built with ``exchange=True``: then two ranks may swap a chunk
+  in one step (recursive doubling: both send their partial sums and both add), and the kernels first copy, tile
+  by tile, what every source sends in the step to a small staging buffer. Only such schedules pay for it.
 
 The algorithms themselves live in :mod:`ringemu.algorithms` (one registry, one file per family). The transfers
 are stored as integer arrays so that a schedule for N = 1024 ranks (about a million transfers) is built and
@@ -19,13 +21,14 @@ counted in milliseconds; :meth:`Schedule.steps` gives the readable form.
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["COPY", "ADD", "Transfer", "Schedule", "new_table", "check_n_ranks"]
+from .checks import check_n_ranks  # noqa: F401  (kept importable from here)
+
+__all__ = ["COPY", "ADD", "Transfer", "Schedule", "new_table"]
 
 COPY = 0  # dst[chunk] = src[chunk]
 ADD = 1  # dst[chunk] = dst[chunk] + src[chunk]
@@ -41,15 +44,6 @@ class Transfer(NamedTuple):
     op: str  # "copy" or "add"
 
 
-def check_n_ranks(n_ranks: object, name: str = "n_ranks") -> int:
-    """Return ``n_ranks`` as an int, or raise a clear error if it is not an integer >= 1."""
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= 1, got {n_ranks!r} ({type(n_ranks).__name__})")
-    if n_ranks < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {n_ranks}")
-    return operator.index(n_ranks)
-
-
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """A collective algorithm over ``n_ranks`` ranks whose buffers are split into ``n_chunks`` chunks.
@@ -60,6 +54,9 @@ class Schedule:
     ``"all"`` (every rank holds its own contribution to every chunk), ``"own"`` (rank r holds only chunk r),
     ``"reduced-own"`` (rank r holds chunk r summed over all ranks), ``"reduced-all"`` (every rank holds
     every chunk summed over all ranks), ``"gathered"`` (every rank holds chunk c as rank c had it).
+    For a schedule of ``n_chunks = k·n_ranks`` chunks, "chunk c" in ``"own"``, ``"reduced-own"`` and ``"gathered"``
+    means every chunk of shard c (chunks ``c·k .. c·k + k - 1``); for ``n_chunks == 1`` "reduced-own" is
+    "reduced-all" (the one chunk holds every shard). ``exchange`` lifts the in-place rule (see the module doc).
     """
 
     name: str
@@ -69,6 +66,7 @@ class Schedule:
     table: np.ndarray
     initial: str
     final: str
+    exchange: bool = False  # True: a rank may send, in a step, a chunk it receives in that step (staged)
 
     def __post_init__(self) -> None:
         self.table.setflags(write=False)
@@ -91,7 +89,23 @@ class Schedule:
 
     def __repr__(self) -> str:
         return (f"Schedule({self.name!r}, n_ranks={self.n_ranks}, n_chunks={self.n_chunks}, "
-                f"n_steps={self.n_steps}, n_transfers={self.n_transfers})")
+                f"n_steps={self.n_steps}, n_transfers={self.n_transfers}"
+                + (", exchange=True)" if self.exchange else ")"))
+
+    @property
+    def split(self) -> int:
+        """Chunks per shard: ``n_chunks // n_ranks`` (0 for a whole-buffer schedule of one chunk)."""
+        return self.n_chunks // self.n_ranks
+
+    def renamed(self, name: str, final: str | None = None) -> "Schedule":
+        """The same transfers under another name (and postcondition): how a derived collective reuses a schedule,
+        e.g. a reduce-scatter that is an all-reduce keeping one's own chunk."""
+        return Schedule(name, self.n_ranks, self.n_chunks, self.n_steps, self.table, self.initial,
+                        self.final if final is None else final, self.exchange)
+
+    def shard_of(self, chunk: int) -> int | None:
+        """The shard (rank) that ``chunk`` belongs to, or None for a whole-buffer chunk."""
+        return chunk // self.split if self.split else None
 
 
 def new_table(n_rows: int) -> np.ndarray:

@@ -6,13 +6,15 @@ first built, so :func:`assert_matches_ringemu` works without it):
 * :func:`ring_sizes` — numbers of ranks N, shrinking towards 1;
 * :func:`buffer_sizes` — element counts S including the awkward ones: 0, 1, S < N, S not a multiple of N, primes;
 * :func:`dtype_names` — ``int32 int64 fp16 bf16 fp32 fp64``;
+* :func:`algorithm_names` — the registry's algorithms (:mod:`ringemu.algorithms`), shrinking towards the ring;
+  optionally those of one collective that support N ranks;
 * :func:`integer_worlds` — fixed-seed (N, S) integer blocks of one or every dtype, exact in any summation order;
 * :func:`float_worlds` — fixed-seed (N, S) non-integer floats, where the order of addition shows in the bits.
 
 Oracle: :func:`assert_matches_ringemu` runs your reduce-scatter / all-gather / all-reduce on a world and
-compares every rank's result with ringemu's bit for bit, and optionally the traffic you report per rank with
-the :class:`~ringemu.ledger.CommLedger`. A mismatch raises ``AssertionError`` naming the first differing rank and
-element with expected and actual values (and bits).
+compares every rank's result with ringemu's (by the algorithm you name, default the ring) bit for bit, and
+optionally the traffic you report per rank with the :class:`~ringemu.ledger.CommLedger`. A mismatch raises
+``AssertionError`` naming the first differing rank and element with expected and actual values (and bits).
 """
 from __future__ import annotations
 
@@ -20,15 +22,16 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import collectives
-from .algorithms import op_names
+from . import algorithms, collectives
+from .algorithms import op_names, resolve_op
 from .blocks import integer_blocks
+from .checks import is_integer
 from .dtypes import DTYPES, resolve_dtype
 from .layout import ChunkLayout
 from .ledger import CommLedger
 
-__all__ = ["AWKWARD_SIZES", "OPS", "ring_sizes", "buffer_sizes", "dtype_names", "seeds", "integer_worlds",
-           "float_worlds", "shards_of", "assert_matches_ringemu"]
+__all__ = ["AWKWARD_SIZES", "OPS", "ring_sizes", "buffer_sizes", "dtype_names", "algorithm_names", "seeds",
+           "integer_worlds", "float_worlds", "shards_of", "run_op", "assert_matches_ringemu"]
 
 AWKWARD_SIZES = (0, 1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127)  # 0, 1 and primes: never a multiple of N > 1
 OPS = op_names()
@@ -65,6 +68,18 @@ def dtype_names(names: Sequence[str] = tuple(DTYPES)):
     for name in names:
         resolve_dtype(name)
     return _st().sampled_from(list(names))
+
+
+def algorithm_names(collective: str | None = None, n_ranks: int | None = None):
+    """Algorithm names of the registry (for ``collective``, or any), shrinking towards the first (the ring);
+    with ``n_ranks``, only those that support that many ranks."""
+    names = [a for a in algorithms.names(collective)
+             if n_ranks is None or all(algorithms.algorithm(c, a).unsupported(n_ranks) is None
+                                       for c in ((collective,) if collective else algorithms.COLLECTIVES)
+                                       if (c, a) in algorithms.REGISTRY)]
+    if not names:
+        raise ValueError(f"no algorithm of {collective or 'any collective'} supports n_ranks={n_ranks}")
+    return _st().sampled_from(names)
 
 
 def seeds():
@@ -115,11 +130,25 @@ def shards_of(world: np.ndarray) -> list[np.ndarray]:
     return [world[r, layout.payload_slice(r)].copy() for r in range(n)]
 
 
+def run_op(op: str, world, *, algorithm: str | None = None, ledger: CommLedger | None = None, mode: str = "fused",
+           ranks_per_node: int | None = None, label: str | None = None):
+    """Run the collective named ``op`` (:func:`ringemu.algorithms.op_names`) by ``algorithm`` (None: the op's
+    default, see :func:`ringemu.algorithms.resolve_op`) on ``world`` (N, S): all-gather gathers
+    :func:`shards_of` (world) (or counts a VirtualBuffer world), the others reduce the world. Returns
+    :mod:`ringemu.collectives`' result; ``label`` (default the collective's own) names the call in the ledger."""
+    collective, name = resolve_op(op, algorithm)
+    run = getattr(collectives, collective.replace("-", "_"))  # reduce_scatter, all_gather, all_reduce
+    data = shards_of(world) if collective == "all-gather" and isinstance(world, np.ndarray) else world
+    named = {} if label is None else {"label": label}
+    return run(data, ledger=ledger, mode=mode, algorithm=name, ranks_per_node=ranks_per_node, **named)
+
+
 def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, check_traffic: str | None = None,
-                           count_padding: bool = True):
+                           count_padding: bool = True, algorithm: str | None = None):
     """Check ``user_fn`` against ringemu's collective ``op`` on ``world`` (N, S); return ringemu's result.
 
-    ``op`` is ``reduce-scatter``, ``all-gather``, ``all-reduce`` or ``naive-all-reduce``. ``user_fn`` gets what
+    ``op`` is an op name of :func:`ringemu.algorithms.op_names` and ``algorithm`` one of the registry's names for
+    it (None: the ring, or the op's own). ``user_fn`` gets what
     :mod:`ringemu.collectives` gets — a copy of the world, or for all-gather the list :func:`shards_of` (world)
     — and must return the same form: a list of N chunks for reduce-scatter, an (N, S) array otherwise.
     Results must match bit for bit (dtype and shape included; NaN payloads and signed zeros count).
@@ -129,26 +158,21 @@ def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, che
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}; got {op!r}")
+    collective, algorithm = resolve_op(op, algorithm)
     if check_traffic not in (None, "elements", "bytes"):
         raise ValueError(f"check_traffic must be None, 'elements' or 'bytes'; got {check_traffic!r}")
     world = collectives.as_world(world)
     if not isinstance(world, np.ndarray):
         raise TypeError("assert_matches_ringemu needs real data, not a VirtualBuffer")
     ledger = CommLedger()
-    if op == "all-gather":
-        expected = collectives.all_gather(shards_of(world), ledger=ledger)
-        got = user_fn(shards_of(world))
-    else:
-        run = {"reduce-scatter": collectives.reduce_scatter, "all-reduce": collectives.all_reduce,
-               "naive-all-reduce": collectives.naive_all_reduce}[op]
-        expected = run(world, ledger=ledger)
-        got = user_fn(world.copy())
+    expected = run_op(collective, world, algorithm=algorithm, ledger=ledger)
+    got = user_fn(shards_of(world) if collective == "all-gather" else world.copy())
     if check_traffic is not None:
         if not (isinstance(got, tuple) and len(got) == 2):
             raise AssertionError(f"{op}: with check_traffic={check_traffic!r} the function must return "
                                  f"(result, sent per rank); got {type(got).__name__}")
         got, sent = got
-    if op == "reduce-scatter":
+    if collective == "reduce-scatter":
         _compare_chunks(op, expected, got)
     else:
         _compare_rows(op, expected, got, world.shape[1])
@@ -225,7 +249,7 @@ def _compare_traffic(op: str, ledger: CommLedger, sent, unit: str, count_padding
         got = list(sent)
     except TypeError:
         got = None
-    if got is None or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in got):
+    if got is None or not all(is_integer(x) for x in got):
         raise AssertionError(f"{op}: sent must be a sequence of {len(want)} integers, one per rank "
                              f"(counts are exact); got {sent!r}")
     got = [int(x) for x in got]

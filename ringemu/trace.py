@@ -19,10 +19,11 @@ import numpy as np
 from .blocks import integer_blocks, value_bound
 from .dtypes import dtype_name
 from .execute import run_schedule
-from .layout import ChunkLayout, check_numel
+from .checks import check_n_ranks, check_numel
+from .layout import ChunkLayout
 from .provenance import initial_provenance, run_provenance
 from .algorithms import schedule_for
-from .schedule import ADD, Schedule, Transfer, check_n_ranks
+from .schedule import ADD, Schedule, Transfer
 
 __all__ = ["MAX_RANKS", "MAX_NUMEL", "TraceStep", "Trace", "trace_schedule", "trace_collective", "format_ranks"]
 
@@ -122,8 +123,9 @@ def format_ranks(ranks: frozenset[int], n_ranks: int) -> str:
 def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step") -> Trace:
     """Run ``schedule`` one step at a time on a copy of ``world`` (N, S) and record every step.
 
-    Rows are zero-padded to the schedule's chunk layout. For a schedule whose initial condition is ``"own"``
-    (all-gather) only chunk r of row r is input; the rest of each row is set to zero. ``mode`` is passed to
+    Rows are zero-padded to the schedule's chunk layout (``ChunkLayout(S, n_chunks, N)``). For a schedule whose
+    initial condition is ``"own"`` (all-gather) only shard r of row r is input; the rest of each row is set to
+    zero. ``mode`` is passed to
     :func:`ringemu.execute.run_schedule`; every mode gives the same bits.
     """
     if not isinstance(world, np.ndarray) or world.ndim != 2:
@@ -132,13 +134,12 @@ def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step") ->
     if n != schedule.n_ranks:
         raise ValueError(f"world has {n} rows but {schedule.name} runs on {schedule.n_ranks} ranks")
     _check_small(n, numel)
-    layout = ChunkLayout(numel, schedule.n_chunks)
-    buffers = np.zeros((n, layout.padded_numel), dtype=world.dtype)
-    buffers[:, :numel] = world
+    layout = ChunkLayout(numel, schedule.n_chunks, n)
+    buffers = layout.pad(world, np.empty((n, layout.padded_numel), dtype=world.dtype))
     if schedule.initial == "own":
         own = np.zeros_like(buffers)
         for r in range(n):
-            lo, hi = layout.start(r), layout.start(r) + layout.chunk_size
+            lo, hi = layout.start(r * schedule.split), layout.start((r + 1) * schedule.split)
             own[r, lo:hi] = buffers[r, lo:hi]
         buffers = own
     _, history = run_provenance(schedule, record_steps=True)
@@ -150,19 +151,21 @@ def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step") ->
         rows = schedule.table[bounds[s]:bounds[s + 1]].copy()
         rows[:, 0] = 0
         one = Schedule(f"{schedule.name}[step {s}]", n, schedule.n_chunks, 1, rows, schedule.initial,
-                       schedule.final)
+                       schedule.final, schedule.exchange)
         run_schedule(one, buffers, mode)
         steps.append(TraceStep(s, _phase(schedule, rows), readable[s], buffers.copy(), _frozen(history[s])))
     return Trace(schedule, layout, world.dtype, initial, tuple(steps))
 
 
 def trace_collective(op: str, n_ranks: int, numel: int, dtype: object = "int32", seed: int = 0,
-                     max_abs: int | None = 9) -> Trace:
-    """Trace collective ``op`` (``reduce-scatter``, ``all-gather``, ``all-reduce``, ``naive-all-reduce``) on
-    :func:`~ringemu.blocks.integer_blocks` (values in [-max_abs, max_abs], single digits by default)."""
+                     max_abs: int | None = 9, algorithm: str | None = None, *,
+                     ranks_per_node: int | None = None) -> Trace:
+    """Trace collective ``op`` (an op name of :func:`ringemu.algorithms.op_names`) by ``algorithm`` (default the
+    ring; see :func:`ringemu.algorithms.resolve_op`) on :func:`~ringemu.blocks.integer_blocks` (values in
+    [-max_abs, max_abs], single digits by default)."""
     n = check_n_ranks(n_ranks)
     _check_small(n, check_numel(numel))
-    schedule = schedule_for(op, n)
+    schedule = schedule_for(op, n, algorithm, ranks_per_node=ranks_per_node)
     if max_abs is not None:
         max_abs = min(max_abs, value_bound(n, dtype))
     return trace_schedule(schedule, integer_blocks(n, numel, seed, dtype, max_abs=max_abs))
@@ -215,6 +218,6 @@ def _state_dict(state: TraceStep, lay: ChunkLayout) -> dict:
         "step": state.step,
         "phase": state.phase,
         "transfers": [t._asdict() for t in state.transfers],
-        "buffers": [_values(row[:lay.numel]) for row in state.buffers],
+        "buffers": [_values(row) for row in lay.unpad(state.buffers)],
         "provenance": [[sorted(p) for p in row] for row in state.provenance],
     }

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import is_integer
 from .dtypes import resolve_dtype
 
 __all__ = ["VirtualBuffer", "is_virtual"]
@@ -24,9 +25,9 @@ class VirtualBuffer:
     dtype: np.dtype
 
     def __init__(self, shape, dtype) -> None:
-        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        dims = (shape,) if is_integer(shape) else tuple(shape)
         for d in dims:
-            if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            if not is_integer(d):
                 raise TypeError(f"VirtualBuffer shape must be non-negative integers, got {shape!r}")
             if d < 0:
                 raise ValueError(f"VirtualBuffer shape must be non-negative integers, got {shape!r}")

@@ -29,6 +29,16 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # overflow/in
 MAX_LEN = 40 if JIT_ENABLED else 12
 WIRES = {"bf16": (ml_dtypes.bfloat16, K.BF16), "fp16": (np.float16, K.FP16)}
 
+
+def test_kernel_type_codes_are_ringemus_wire_kinds():
+    # Example: _adam_kernel.py repeats ringemu.wire's codes so that its numba cache depends on that file only;
+    # the expected values are ringemu.wire's one table, and kernel_kind16 keeps exactly the two 16-bit kinds.
+    from ringemu import wire
+    from zero_stages.averaging import kernel_kind16
+    assert (K.BF16, K.FP16) == (wire.WIRE_BF16, wire.WIRE_FP16)
+    assert [kernel_kind16(d) for d in (ml_dtypes.bfloat16, np.float16, np.float32, np.int64, np.int8)] == [
+        wire.WIRE_BF16, wire.WIRE_FP16, None, None, None]
+
 # fp32 values of every class: hypothesis' floats already favour 0, ±inf, NaN and boundaries; the samples add
 # subnormals, the smallest normal, values just below fp32's maximum and a signalling-free NaN with a payload.
 SPECIAL = [0.0, -0.0, 1e-45, -1e-45, 1.1754942e-38, 1.1754944e-38, 3.4028235e38, -3.4028235e38, 1e38, 6.5504e4,

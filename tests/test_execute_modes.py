@@ -130,7 +130,7 @@ def test_bad_arguments_are_refused():
         run_schedule(s, np.zeros((3, 4), np.float32))
     with pytest.raises(ValueError, match="dtype must be one of"):
         run_schedule(s, np.zeros((4, 4), np.int16))
-    with pytest.raises(ValueError, match="tile must be a positive integer"):
+    with pytest.raises(ValueError, match="tile must be an integer >= 1"):
         run_schedule(s, np.zeros((4, 4), np.float32), tile=0)
     frozen = np.zeros((4, 4), np.float32)
     frozen.setflags(write=False)
@@ -200,14 +200,16 @@ def test_read_only_package_caches_in_user_cache_dir(tmp_path):
 def test_bench_traffic_models():
     # Example: N = 8, S = 2^24 fp32 (the benchmark's main case), from the formulas in ringemu.bench_command's
     # docstring: floor RS (2N-1)·S·e, AG N·S·e, AR 2N·S·e; ring model RS 3(N-1)·S·e, AG 2(N-1)·S·e.
-    from ringemu.bench_command import bus_factor, floor_bytes, ring_model_bytes
+    from ringemu.algorithms import build
+    from ringemu.bench_command import bus_factor, floor_bytes, schedule_model_bytes
 
     s, e = 2 ** 24, 4
     assert floor_bytes("reduce-scatter", 8, s, e) == (15 * s * e, "add")
     assert floor_bytes("all-gather", 8, s, e) == (8 * s * e, "copy")
     assert floor_bytes("all-reduce", 8, s, e) == (16 * s * e, "add")
-    assert ring_model_bytes("reduce-scatter", 8, s, e) == 21 * s * e
-    assert ring_model_bytes("all-reduce", 8, s, e) == 35 * s * e
+    chunk = s // 8  # the ring's chunk: S/N
+    assert schedule_model_bytes(build("reduce-scatter", 8, "ring"), chunk, e) == 21 * s * e
+    assert schedule_model_bytes(build("all-reduce", 8, "ring"), chunk, e) == 35 * s * e
     assert (bus_factor("all-reduce", 8), bus_factor("all-gather", 8)) == (Fraction(7, 4), Fraction(7, 8))
 
 

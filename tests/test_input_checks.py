@@ -111,3 +111,24 @@ def test_oracle_refuses_fractional_traffic_counts():
     world = ringemu.integer_blocks(3, 12, 0, "int32")
     with pytest.raises(AssertionError, match="integers"):
         assert_matches_ringemu(ring_with_fuzzy_traffic, "all-reduce", world, check_traffic="elements")
+
+
+def test_shared_checks_name_the_argument_and_what_is_allowed():
+    # Examples: each message is written out by hand from ringemu.checks' documented form.
+    from ringemu import checks
+    assert checks.check_int(np.int64(5), "steps", minimum=0) == 5 and type(checks.check_int(np.int64(5), "s")) is int
+    for bad, error, message in [
+            (True, TypeError, "steps must be an integer >= 0, got True (bool)"),
+            (2.0, TypeError, "steps must be an integer >= 0, got 2.0 (float)"),
+            (-1, ValueError, "steps must be an integer >= 0, got -1")]:
+        with pytest.raises(error) as info:
+            checks.check_int(bad, "steps", minimum=0)
+        assert str(info.value) == message
+    with pytest.raises(ValueError, match="psi must be an integer >= 1 and <= 10 \\(a count\\), got 11"):
+        checks.check_int(11, "psi", minimum=1, maximum=10, why="a count")
+    with pytest.raises(ValueError, match="numel must be below 2\\*\\*63"):
+        checks.check_numel(2 ** 63)
+    assert checks.check_timeout(None, allow_none=True) is None and checks.check_timeout(3) == 3.0
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "5", None):
+        with pytest.raises(ValueError, match="timeout must be a finite number of seconds > 0"):
+            checks.check_timeout(bad)

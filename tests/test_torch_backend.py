@@ -11,7 +11,7 @@ torch = require_torch()
 
 from ringemu import collectives  # noqa: E402
 from ringemu.backends import RankFailure  # noqa: E402
-from ringemu.backends.gloo_order import gloo_chunk_bounds, gloo_ring_sum  # noqa: E402
+from gloo_order import gloo_chunk_bounds, gloo_ring_sum  # noqa: E402
 from ringemu.backends.torch_launch import TorchWorld  # noqa: E402
 from ringemu.blocks import integer_blocks  # noqa: E402
 from ringemu.dtypes import resolve_dtype  # noqa: E402

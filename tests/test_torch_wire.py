@@ -11,8 +11,8 @@ from torch_support import require_torch
 
 require_torch()
 
-from ringemu.backends import wire_bytes  # noqa: E402
-from ringemu.backends.wire_bytes import measure_wire, read_lo, read_wchar  # noqa: E402
+from zero_stages.torch import wire_bytes  # noqa: E402
+from zero_stages.torch.wire_bytes import measure_wire, read_lo, read_wchar  # noqa: E402
 
 
 def _namespaces_work() -> bool:
@@ -71,7 +71,7 @@ def test_measure_wire_passes_arguments_without_shell_parsing(tmp_path, monkeypat
         assert argv[:3] == ["unshare", "-n", "sh"]
         script = argv[4].replace("ip link set lo up && ", "")
         assert sys.executable in argv
-        command = argv[argv.index(sys.executable) + 3:]  # after python -m ringemu.backends.wire_bytes
+        command = argv[argv.index(sys.executable) + 3:]  # after python -m zero_stages.torch.wire_bytes
         echo = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *command]
         return real_run(["sh", "-c", script, "sh", *echo], **kwargs)
 

@@ -5,7 +5,7 @@ from torch_support import require_torch
 
 require_torch()
 
-from ringemu.backends.torch_zero import TRAFFIC_SOURCE, run_zero_on_torch  # noqa: E402
+from zero_stages.torch.torch_zero import TRAFFIC_SOURCE, run_zero_on_torch  # noqa: E402
 from zero_stages import STAGES, train  # noqa: E402
 from zero_stages.report import stage_json  # noqa: E402
 
@@ -62,7 +62,7 @@ def test_zero1_equals_torch_zero_redundancy_optimizer():
     """Property: the project's ZeRO-1 (fp32 master, m, v sharded by flat chunks) equals torch's
     ZeroRedundancyOptimizer wrapping Adam(foreach=False) (sharded by whole parameters) bit for bit, given the same
     averaged fp32 gradients, with torch's square root substituted in ours (zero_stages.adam's module doc)."""
-    from ringemu.backends.torch_zero_redundancy import compare_zero1_with_torch
+    from zero_stages.torch.torch_zero_redundancy import compare_zero1_with_torch
 
     out = compare_zero1_with_torch(n_ranks=3, steps=3, wire_dtype="bf16", seed=2, grads="model", timeout=120)
     assert out["updates"] == 3
@@ -77,10 +77,10 @@ def test_the_torchrun_form_gives_the_emulators_weights():
     import subprocess
     import sys
 
-    from ringemu.backends.torch_zero import digest
+    from zero_stages.torch.torch_zero import digest
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "ringemu.backends.torch_run", "--stage", "zero3", "--steps", "2", "--grads", "blocks",
+           "-m", "zero_stages.torch.torch_run", "--stage", "zero3", "--steps", "2", "--grads", "blocks",
            "--units", "37,5,64", "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})

@@ -34,7 +34,9 @@ from ringemu._jit import (JIT_ENABLED, bits_to_f32, f32_to_bf16_fast, f32_to_hal
 __all__ = ["adam_kernel", "average_kernel", "cast16_kernel", "fused_update_kernel",
            "fma_kernel", "expand16_kernel", "BF16", "FP16"]
 
-BF16, FP16 = 0, 1  # the 16-bit type codes the kernels take (wire_kind)
+# The 16-bit type codes the kernels take: ringemu.wire.WIRE_BF16 and WIRE_FP16 (the one table; a test checks),
+# repeated so that this file's numba cache depends on this file only.
+BF16, FP16 = 2, 1
 
 
 def _kernel(fn):
@@ -43,17 +45,17 @@ def _kernel(fn):
     return jit(fn, error_model="numpy") if JIT_ENABLED else jit(fn)
 
 @jit_inline
-def _to_f32(bits, wire_kind):
-    """16-bit bits (uint16) of type ``wire_kind`` -> float32 (exact)."""
-    if wire_kind == 0:  # BF16
+def _to_f32(bits, kind16):
+    """16-bit bits (uint16) of type ``kind16`` (:data:`BF16` or :data:`FP16`) -> float32 (exact)."""
+    if kind16 == BF16:
         return bits_to_f32(np.uint32(np.uint32(bits) << np.uint32(16)))
     return half_to_f32(bits)
 
 
 @jit_inline
-def _from_f32(value, wire_kind):
-    """float32 -> 16-bit bits of type ``wire_kind``."""
-    if wire_kind == 0:  # BF16
+def _from_f32(value, kind16):
+    """float32 -> 16-bit bits of type ``kind16``."""
+    if kind16 == BF16:
         return f32_to_bf16_fast(value)
     return f32_to_half(value)
 
@@ -92,31 +94,31 @@ def adam_kernel(master, grad, m, v, has_wd, decoupled, wd, decay, lerp_small, w,
 
 
 @_kernel
-def average_kernel(reduced16, wire_kind, divisor, out):
-    """out[i] = fp32(reduced16[i]) / divisor (reduced16: uint16 bits of type ``wire_kind``; divisor fp32)."""
+def average_kernel(reduced16, kind16, divisor, out):
+    """out[i] = fp32(reduced16[i]) / divisor (reduced16: uint16 bits of type ``kind16``; divisor fp32)."""
     for i in range(reduced16.shape[0]):
-        out[i] = _to_f32(reduced16[i], wire_kind) / divisor
+        out[i] = _to_f32(reduced16[i], kind16) / divisor
 
 
 @_kernel
-def cast16_kernel(src, wire_kind, out):
-    """out[i] = the 16-bit bits of fp32 ``src[i]`` rounded to type ``wire_kind`` (nearest even)."""
+def cast16_kernel(src, kind16, out):
+    """out[i] = the 16-bit bits of fp32 ``src[i]`` rounded to type ``kind16`` (nearest even)."""
     for i in range(src.shape[0]):
-        out[i] = _from_f32(src[i], wire_kind)
+        out[i] = _from_f32(src[i], kind16)
 
 
 @_kernel
-def fused_update_kernel(reduced16, wire_kind, divisor, master, m, v, grad_out, weights16_out, has_wd, decoupled, wd,
+def fused_update_kernel(reduced16, kind16, divisor, master, m, v, grad_out, weights16_out, has_wd, decoupled, wd,
                         decay, lerp_small, w, w_minus_1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step):
     """:func:`average_kernel`, then :func:`adam_kernel`, then :func:`cast16_kernel` of the new master, in one
     pass: grad_out gets the averaged fp32 gradient, weights16_out the 16-bit bits of the new master."""
     for i in range(reduced16.shape[0]):
-        g = _to_f32(reduced16[i], wire_kind) / divisor
+        g = _to_f32(reduced16[i], kind16) / divisor
         grad_out[i] = g
         p, mm, vv = _adam_element(master[i], g, m[i], v[i], has_wd, decoupled, wd, decay, lerp_small, w, w_minus_1,
                                   beta2, one_minus_beta2, bc2_sqrt, eps, neg_step)
         master[i], m[i], v[i] = p, mm, vv
-        weights16_out[i] = _from_f32(p, wire_kind)
+        weights16_out[i] = _from_f32(p, kind16)
 
 
 @_kernel
@@ -127,11 +129,11 @@ def fma_kernel(a, b, c, out):
 
 
 @_kernel
-def expand16_kernel(w16, wire_kind, out):
-    """out[j] = fp32(w16[j mod len(w16)]) for every j (w16: uint16 bits of type ``wire_kind``): the tied MLP's
+def expand16_kernel(w16, kind16, out):
+    """out[j] = fp32(w16[j mod len(w16)]) for every j (w16: uint16 bits of type ``kind16``): the tied MLP's
     layer entries (:mod:`zero_stages.model`), ``np.resize(w16.astype(float32), len(out))`` in one pass."""
     size = w16.shape[0]
     for lo in range(0, out.shape[0], size):
         chunk = out[lo:lo + size]
         for j in range(chunk.shape[0]):
-            chunk[j] = _to_f32(w16[j], wire_kind)
+            chunk[j] = _to_f32(w16[j], kind16)

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ringemu.checks import is_integer
+
 __all__ = ["AdamConfig", "adam_step", "adam_step_reference", "kernel_constants", "fma32", "SQRT_IMPLEMENTATIONS"]
 
 SQRT_IMPLEMENTATIONS = ("numpy", "torch")  # np.sqrt (correctly rounded) or torch.sqrt (MKL VML, 0.55 ulp)
@@ -124,7 +126,7 @@ def _check_args(master, grad, m, v, step) -> None:
             raise TypeError(f"adam_step: {name} must be a 1-D float32 array of length {grad.shape}")
         if name != "grad" and not a.flags.writeable:
             raise ValueError(f"adam_step: {name} is updated in place and must be writeable; got a read-only array")
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+    if not is_integer(step) or step < 1:
         raise ValueError(f"adam_step: step must be an integer counting from 1; got {step!r}")
 
 

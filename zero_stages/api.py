@@ -5,22 +5,21 @@ Both build one :class:`~zero_stages.job.Job`, run the stage's per-rank function 
 """
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 
+from ringemu.algorithms import DEFAULT_ALGORITHM
 from ringemu.backends.emulator import EmulatedWorld
 from ringemu.blocks import value_bound
-from ringemu.checks import check_budget, check_choice
+from ringemu.checks import MAX_NUMEL, check_budget, check_choice, check_int, check_n_ranks
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
 from ringemu.memory import MemoryLedger
-from ringemu.schedule import check_n_ranks
 
 from . import dp, zero1, zero2, zero3
 from .adam import AdamConfig
 from .closed_forms import STAGES, check_stage
-from .flat import FlatParams, check_psi, check_size, check_unit_sizes
+from .flat import FlatParams, check_psi, check_unit_sizes
 from .job import Job
 from .model import MLP, default_width
 from .precision import LOSS_SCALING_KINDS, LossScaling, check_wire_dtype, default_loss_scaling
@@ -55,25 +54,21 @@ def _rank_function(stage):
     return RANK_FUNCTIONS[name], name
 
 
-def _check_count(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= {minimum}; got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
-    return operator.index(value)
-
-
-def run_job(stage, job: Job, mode: str = "fused", world_factory=None) -> StageReport:
+def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
+            algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
     """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``.
 
-    The ranks run in ``EmulatedWorld(n, comm_ledger, mode)``, or in ``world_factory(n, comm_ledger)``: any world
+    The ranks run in ``EmulatedWorld(n, comm_ledger, mode, algorithm=algorithm)`` (``algorithm``: a name of
+    :func:`ringemu.backends.communicator_algorithms`; every stage's reduce-scatter adds in the order of the same
+    algorithm's all-reduce, so parity with DP holds for each), or in ``world_factory(n, comm_ledger)``: any world
     whose ``run(fn, job)`` calls ``fn(comm, job)`` once per rank with a Communicator and returns the results in
     rank order (e.g. ``ringemu.backends.torch_launch.TorchWorld``, one torch.distributed process per rank).
     """
     fn, name = _rank_function(stage)
     comm = CommLedger()
     n = job.flat.n_ranks
-    world = EmulatedWorld(n, comm, mode=mode) if world_factory is None else world_factory(n, comm)
+    world = (EmulatedWorld(n, comm, mode=mode, algorithm=algorithm) if world_factory is None
+             else world_factory(n, comm))
     results = world.run(fn, job)
     return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
                         job.memory, comm)
@@ -94,21 +89,23 @@ def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activat
     check_budget(len(units) * n, SIZE_ONLY_RANK_UNIT_BUDGET, "units·n_ranks of a size-only run",
                  "one thread per rank walks every unit's collectives")
     wire = check_wire_dtype(wire_dtype)
-    act = check_size(activation_bytes, "activation_bytes", minimum=0)
+    act = check_int(activation_bytes, "activation_bytes", minimum=0, maximum=MAX_NUMEL)
     return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, act), AdamConfig(),
                loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False)
 
 
 def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
-                  loss_scaling: LossScaling | None = None) -> StageReport:
+                  loss_scaling: LossScaling | None = None, algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
     """One training step of ``stage`` on size-only buffers: the ledgers count, nothing is computed.
 
     Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. ``activation_bytes``
     per rank are recorded as activations during the step. bf16 runs without loss scaling; fp16 adds the
-    one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``).
+    one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``). The collectives run ``algorithm``
+    (:func:`run_job`).
     """
     _rank_function(stage)
-    return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling))
+    return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling),
+                   algorithm=algorithm)
 
 
 def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
@@ -123,8 +120,8 @@ def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
     if n > MAX_TRAINING_RANKS:
         raise ValueError(f"n_ranks must be at most {MAX_TRAINING_RANKS} for training runs (one thread or process "
                          f"per rank, each holding its own model states); got {n}")
-    steps = check_size(steps, "steps", minimum=0, maximum=MAX_TRAINING_STEPS)
-    seed = _check_count(seed, "seed", 0)
+    steps = check_int(steps, "steps", minimum=0, maximum=MAX_TRAINING_STEPS)
+    seed = check_int(seed, "seed", minimum=0)
     wire = check_wire_dtype(wire_dtype)
     check_choice(grads, "grads", GRADIENT_SOURCES)
     units = DEFAULT_UNIT_SIZES if unit_sizes is None else check_unit_sizes(unit_sizes)
@@ -139,9 +136,9 @@ def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
     if adam is not None and not isinstance(adam, AdamConfig):
         raise TypeError(f"adam must be an AdamConfig or None; got {type(adam).__name__}")
     if grads == "model":
-        micro_batch = check_size(micro_batch, "micro_batch", maximum=MAX_MICRO_BATCH)
+        micro_batch = check_int(micro_batch, "micro_batch", minimum=1, maximum=MAX_MICRO_BATCH)
         smallest = default_width(units)
-        width = smallest if width is None else check_size(width, "width", minimum=smallest,
+        width = smallest if width is None else check_int(width, "width", minimum=smallest,
                                                           maximum=max(MAX_WIDTH, smallest),
                                                           why="w² + w must hold the largest unit")
         workload = ModelWorkload(MLP(units, width, micro_batch, seed), wire)
@@ -167,15 +164,17 @@ def _loss_scaling(loss_scaling, wire) -> LossScaling:
 
 def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
           micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
-          loss_scaling: LossScaling | None = None, record_history: bool = True, mode: str = "fused") -> StageReport:
+          loss_scaling: LossScaling | None = None, record_history: bool = True, mode: str = "fused",
+          algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
     """Train with real numbers for ``steps`` steps on ``n_ranks`` emulated ranks; keep every rank's final state
     (and, with ``record_history``, its state after every step) so that parity with DP can be checked.
 
     ``grads="model"`` trains :class:`~zero_stages.model.MLP` (``unit_sizes`` default ``DEFAULT_UNIT_SIZES``,
     ``width`` default :func:`~zero_stages.model.default_width`); ``grads="blocks"`` feeds fixed-seed integer
-    blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none.
+    blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none. The collectives run
+    ``algorithm`` (a name of :func:`ringemu.backends.communicator_algorithms`, default the ring).
     """
     _rank_function(stage)
     job = training_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, micro_batch=micro_batch, width=width,
                        adam=adam, loss_scaling=loss_scaling, record_history=record_history)
-    return run_job(stage, job, mode)
+    return run_job(stage, job, mode, algorithm=algorithm)

@@ -18,18 +18,19 @@ import numpy as np
 
 from ringemu.virtual import VirtualBuffer, is_virtual
 
-__all__ = ["average_gradient", "average_gradient_reference", "wire_kind"]
+__all__ = ["average_gradient", "average_gradient_reference", "kernel_kind16"]
 
 
-def wire_kind(dtype) -> int | None:
-    """The compiled kernels' code of a 16-bit type (:data:`zero_stages._adam_kernel.BF16` or ``FP16``), or None
-    for a dtype they do not take (the numpy reference is used then). Imports no numba."""
-    from ringemu.dtypes import dtype_name
+def kernel_kind16(dtype) -> int | None:
+    """The compiled kernels' code of a 16-bit type, :func:`ringemu.wire.wire_kind` (``WIRE_BF16`` or
+    ``WIRE_FP16``, the one table of wire kinds), or None for a dtype they do not take (the numpy reference is
+    used then). Imports no numba."""
+    from ringemu.wire import WIRE_BF16, WIRE_FP16, wire_kind
     try:
-        name = dtype_name(np.dtype(dtype))
+        kind = wire_kind(np.dtype(dtype))
     except (TypeError, ValueError):
         return None
-    return {"bf16": 0, "fp16": 1}.get(name)
+    return kind if kind in (WIRE_BF16, WIRE_FP16) else None
 
 
 def average_gradient(reduced16, n_ranks: int, loss_scale: float = 1.0):
@@ -41,7 +42,7 @@ def average_gradient(reduced16, n_ranks: int, loss_scale: float = 1.0):
     if is_virtual(reduced16):
         return VirtualBuffer(reduced16.shape, np.float32)
     from ringemu._jit import JIT_ENABLED
-    kind = wire_kind(reduced16.dtype)
+    kind = kernel_kind16(reduced16.dtype)
     if not JIT_ENABLED or kind is None or reduced16.ndim != 1:
         return average_gradient_reference(reduced16, n_ranks, loss_scale)
     from ._adam_kernel import average_kernel

@@ -73,8 +73,8 @@ def cast(src, dtype):
         return VirtualBuffer(src.shape, dtype)
     from ringemu._jit import JIT_ENABLED
 
-    from .averaging import wire_kind
-    kind = wire_kind(dtype)
+    from .averaging import kernel_kind16
+    kind = kernel_kind16(dtype)
     if src.dtype == np.float32 and np.dtype(dtype) == np.float16:
         src_for_astype = quiet_signalling_nans(src)
     else:

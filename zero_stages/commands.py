@@ -13,6 +13,8 @@ import sys
 from decimal import Decimal
 from fractions import Fraction
 
+from ringemu.algorithms import DEFAULT_ALGORITHM
+from ringemu.backends.base import communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
 from ringemu.checks import parse_number
 from ringemu.units import GB, format_gb
@@ -110,9 +112,10 @@ def register(subparsers) -> None:
     z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16, help="initial (or static) loss scale")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
-    z.add_argument("--torch-algorithm", choices=("ring", "native"), default=None,
-                   help="torch backend: ringemu's ring schedule over send/recv (default; the emulator's summation "
-                        "order), or the engine's own collectives (gloo's order)")
+    _algorithm_argument(z)
+    z.add_argument("--torch-algorithm", choices=("native", *communicator_algorithms()), default=None,
+                   help="torch backend: a registry schedule over send/recv (default: --algorithm, the emulator's "
+                        "summation order), or native, the engine's own collectives (gloo's order)")
     z.add_argument("--timeout", type=_positive("number of seconds"), default=None,
                    help="torch backend: seconds before a stage's run is declared hung and its processes are killed "
                         "(default 300)")
@@ -131,8 +134,15 @@ def register(subparsers) -> None:
     m.add_argument("--gpu-gb", type=_card_gb, default=Decimal(80),
                    help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
+    _algorithm_argument(m)
     m.add_argument("--json", action="store_true")
     m.set_defaults(handler=memory_command)
+
+
+def _algorithm_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--algorithm", choices=communicator_algorithms(), default=DEFAULT_ALGORITHM,
+                   help=f"the collectives' algorithm, from the catalog (default {DEFAULT_ALGORITHM}; "
+                        f"`ringemu compare` lists them)")
 
 
 def _print_stage(report: StageReport, info: dict) -> None:
@@ -159,9 +169,9 @@ def _print_stage(report: StageReport, info: dict) -> None:
 
 
 def _torch_command(args, units, scaling) -> int:
-    from ringemu.backends.torch_zero import run_zero_on_torch  # torch is an optional extra
+    from zero_stages.torch.torch_zero import run_zero_on_torch  # torch is an optional extra
     out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
-                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm)
+                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm or args.algorithm)
     ok = all(e["parity_with_dp"] and e["parity_with_emulator"] is not False for e in out["stages"])
     if args.json:
         print(json.dumps(out))
@@ -191,7 +201,6 @@ def _check_backend_flags(args) -> None:
         for flag, value in (("--torch-algorithm", args.torch_algorithm), ("--timeout", args.timeout)):
             if value is not None:
                 raise ValueError(f"{flag} applies to --backend torch only; got it with --backend {args.backend}")
-    args.torch_algorithm = args.torch_algorithm or "ring"
     args.timeout = 300.0 if args.timeout is None else args.timeout
 
 
@@ -203,7 +212,8 @@ def zero_command(args) -> int:
     if args.backend == "torch":
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
-    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling)
+    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
+                        algorithm=args.algorithm)
                for s in stages}
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
@@ -214,13 +224,15 @@ def zero_command(args) -> int:
         for info in infos.values():
             info.update(parity_with_dp=None, traffic_ratio_to_dp=None)
     out = {"ranks": dp.n_ranks, "steps": dp.steps, "steps_taken": taken, "dtype": dp.wire_dtype, "seed": args.seed,
-           "grads": args.grads, "unit_sizes": list(dp.unit_sizes), "psi": dp.psi, "parity_checked": not no_step,
+           "grads": args.grads, "algorithm": args.algorithm, "unit_sizes": list(dp.unit_sizes), "psi": dp.psi,
+           "parity_checked": not no_step,
            "stages": [infos[s] for s in shown]}
     if args.json:
         print(json.dumps(out))
     else:
         print(f"{args.grads} gradients, Ψ = {dp.psi} in units {list(dp.unit_sizes)}, N = {dp.n_ranks}, "
-              f"{dp.steps} steps, {dp.wire_dtype}, seed {args.seed}; skipped steps {dp.skipped_steps}")
+              f"{dp.steps} steps, {dp.wire_dtype}, seed {args.seed}, {args.algorithm} collectives; skipped steps "
+              f"{dp.skipped_steps}")
         for s in shown:
             _print_stage(reports[s], infos[s])
     if no_step:
@@ -236,7 +248,7 @@ def memory_command(args) -> int:
     rows = []
     size = {"unit_sizes": args.units} if args.units else {"psi": args.params}
     for s in STAGES:
-        rep = run_size_only(s, args.ranks, wire_dtype=args.dtype, **size)
+        rep = run_size_only(s, args.ranks, wire_dtype=args.dtype, algorithm=args.algorithm, **size)
         worst = max(rep.model_state_bytes_per_rank)
         rows.append({
             "name": s,
@@ -251,12 +263,13 @@ def memory_command(args) -> int:
         })
     psi = sum(args.units) if args.units else args.params
     out = {"params": psi, "unit_sizes": args.units or [psi], "ranks": args.ranks, "gpu_gb": f"{args.gpu_gb:f}",
-           "dtype": args.dtype, "stages": rows}
+           "dtype": args.dtype, "algorithm": args.algorithm, "stages": rows}
     if args.json:
         print(json.dumps(out))
         return 0
     shape = f" in {len(args.units)} units" if args.units else ""
-    print(f"Ψ = {psi:,} parameters{shape}, N = {args.ranks} ranks, {args.dtype}, card {args.gpu_gb:f} GB "
+    print(f"Ψ = {psi:,} parameters{shape}, N = {args.ranks} ranks, {args.dtype}, {args.algorithm} collectives, "
+          f"card {args.gpu_gb:f} GB "
           f"(GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
     print(f"{'stage':<6} {'model states B/rank':>22} {'GB':>8} {'padding B':>10} {'fits':>5} "
           f"{'traffic B/rank/step':>22} {'GB':>7} {'peak B/rank':>18}")

@@ -16,31 +16,21 @@ from functools import cached_property
 
 import numpy as np
 
+from ringemu.checks import MAX_NUMEL, check_int, check_n_ranks, is_integer
 from ringemu.layout import ChunkLayout
-from ringemu.schedule import check_n_ranks
 
-__all__ = ["FlatParams", "check_unit_sizes", "check_psi", "check_size", "MAX_NUMEL", "MAX_PSI"]
+__all__ = ["FlatParams", "check_unit_sizes", "check_psi", "MAX_NUMEL", "MAX_PSI"]
 
-MAX_NUMEL = 2 ** 63 - 1  # largest count (elements or bytes): the ledgers aggregate counts in int64
 # = 2^61 - 1 parameters: a rank's fp32 buffers (master, m, v) take 4 B per parameter, and every buffer's byte
 # count must stay below 2^63
 MAX_PSI = MAX_NUMEL // 4
 
 
-def check_size(value: object, name: str, minimum: int = 1, maximum: int = MAX_NUMEL, why: str = "") -> int:
-    """``value`` as an int, or a clear error unless it is an integer with ``minimum <= value <= maximum``."""
-    what = f"{name} must be an integer >= {minimum} and <= {maximum:_}" + (f" ({why})" if why else "")
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what}; got {value!r} ({type(value).__name__})")
-    if not minimum <= value <= maximum:
-        raise ValueError(f"{what}; got {value}")
-    return operator.index(value)
-
-
 def check_psi(psi: object) -> int:
     """Ψ as an int, or a clear error unless it is an integer in [1, MAX_PSI] (a parameter count;
     MAX_PSI = 2^61 - 1 keeps the byte count of a rank's fp32 buffers below 2^63)."""
-    return check_size(psi, "psi", maximum=MAX_PSI, why="a parameter count; 4 B per fp32 element stays below 2^63 B")
+    return check_int(psi, "psi", minimum=1, maximum=MAX_PSI,
+                     why="a parameter count; 4 B per fp32 element stays below 2^63 B")
 
 
 def check_unit_sizes(unit_sizes: object) -> tuple[int, ...]:
@@ -52,7 +42,7 @@ def check_unit_sizes(unit_sizes: object) -> tuple[int, ...]:
     if not sizes:
         raise ValueError("unit_sizes must be a non-empty list of integers >= 1; got an empty list")
     for i, s in enumerate(sizes):
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+        if not is_integer(s) or s < 1:
             raise ValueError(f"unit_sizes must be integers >= 1; unit {i} is {s!r}")
     out = tuple(operator.index(s) for s in sizes)
     if sum(out) > MAX_PSI:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ringemu.checks import check_int
+
 from .flat import check_unit_sizes
 
 __all__ = ["MLP", "default_width"]
@@ -49,9 +51,7 @@ class MLP:
     def __post_init__(self) -> None:
         object.__setattr__(self, "unit_sizes", check_unit_sizes(self.unit_sizes))
         for name in ("width", "micro_batch"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {v!r}")
+            check_int(getattr(self, name), name, minimum=1)
         if self.width * self.width + self.width < max(self.unit_sizes):
             raise ValueError(f"width {self.width} gives {self.width ** 2 + self.width} entries per layer, fewer than "
                              f"the largest unit ({max(self.unit_sizes)}); use width >= "
@@ -79,8 +79,8 @@ class MLP:
         """The w² + w fp32 layer entries, entry j = p[j mod S_u] (one compiled pass for a 16-bit w16)."""
         from ringemu._jit import JIT_ENABLED
 
-        from .averaging import wire_kind
-        kind = wire_kind(w16.dtype)
+        from .averaging import kernel_kind16
+        kind = kernel_kind16(w16.dtype)
         if not JIT_ENABLED or kind is None or w16.ndim != 1:
             return np.resize(w16.astype(np.float32), self.entries)
         from ._adam_kernel import expand16_kernel

@@ -25,7 +25,7 @@ import numpy as np
 from ringemu.virtual import is_virtual
 
 from .adam import AdamConfig, adam_step, kernel_constants
-from .averaging import average_gradient, wire_kind
+from .averaging import average_gradient, kernel_kind16
 from .buffers import cast, part, write
 
 __all__ = ["OptimizerShard"]
@@ -82,7 +82,7 @@ class OptimizerShard:
         if is_virtual(reduced16) or self.config.sqrt != "numpy" or reduced16.ndim != 1 or not reduced16.size:
             return False
         from ringemu._jit import JIT_ENABLED
-        return JIT_ENABLED and wire_kind(reduced16.dtype) is not None
+        return JIT_ENABLED and kernel_kind16(reduced16.dtype) is not None
 
     def _fused_update(self, unit: int, reduced16: np.ndarray, n_ranks: int, loss_scale: float) -> np.ndarray:
         """average_gradient, adam_step and weights16 of ``unit`` in one compiled pass (same bits)."""
@@ -91,8 +91,9 @@ class OptimizerShard:
         if grad32 is None or grad32.shape != reduced16.shape or fresh16.dtype != reduced16.dtype:
             grad32, fresh16 = np.empty(reduced16.shape, np.float32), np.empty(reduced16.shape, reduced16.dtype)
             self._scratch[unit] = grad32, fresh16
-        fused_update_kernel(reduced16.view(np.uint16), wire_kind(reduced16.dtype), np.float32(n_ranks * loss_scale),
-                            self.payload(self.master, unit), self.payload(self.m, unit), self.payload(self.v, unit),
+        fused_update_kernel(reduced16.view(np.uint16), kernel_kind16(reduced16.dtype),
+                            np.float32(n_ranks * loss_scale), self.payload(self.master, unit),
+                            self.payload(self.m, unit), self.payload(self.v, unit),
                             grad32, fresh16.view(np.uint16), *kernel_constants(self.config, self.step_count))
         self._fresh16[unit] = fresh16
         return grad32

@@ -18,7 +18,7 @@ from ..schedule import Schedule, check_n_ranks
 
 __all__ = [
     "COLLECTIVES", "DEFAULT_ALGORITHM", "OP_ALIASES", "Algorithm", "REGISTRY", "algorithm", "build", "names",
-    "resolve_op", "op_names", "schedule_for",
+    "resolve_op", "op_names", "schedule_for", "cost", "check_ranks_per_node", "default_ranks_per_node",
 ]
 
 # The collectives a schedule can implement (CLI spelling). A schedule's postcondition says what it leaves:
@@ -36,9 +36,37 @@ def _any_n(n_ranks: int) -> str | None:
     return None
 
 
+def default_ranks_per_node(n_ranks: int) -> int:
+    """The ranks per node a hierarchical algorithm assumes when none is given: the largest divisor of N that is
+    at most sqrt(N) (N = 8: 4 nodes of 2 ranks; N = 16: 4 of 4; a prime N: N nodes of 1 rank), so that both levels
+    of the hierarchy have more than one rank whenever N allows it."""
+    best = 1
+    d = 1
+    while d * d <= n_ranks:
+        if n_ranks % d == 0:
+            best = d
+        d += 1
+    return best
+
+
+def check_ranks_per_node(ranks_per_node: object, n_ranks: int) -> int:
+    """``ranks_per_node`` as an int that divides ``n_ranks``, or a clear TypeError/ValueError."""
+    if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int):
+        raise TypeError(f"ranks_per_node must be an integer >= 1 that divides n_ranks; got {ranks_per_node!r} "
+                        f"({type(ranks_per_node).__name__})")
+    if ranks_per_node < 1 or n_ranks % ranks_per_node:
+        raise ValueError(f"ranks_per_node must be an integer >= 1 that divides n_ranks={n_ranks}; got "
+                         f"{ranks_per_node}")
+    return ranks_per_node
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """One catalog entry: ``build(n_ranks)`` returns the :class:`~ringemu.schedule.Schedule`.
+
+    An entry whose ``options`` name ``"ranks_per_node"`` (the hierarchical ring) is built as
+    ``build(n_ranks, ranks_per_node=R)`` and costed as ``cost(n, S, α, β, ranks_per_node=R)``; :func:`build` and
+    :func:`cost` pass it (default :func:`default_ranks_per_node`) and leave it out for every other entry.
 
     ``cost`` is the textbook α-β time (Thakur, Rabenseifner & Gropp 2005 notation: α per message, β per byte,
     S bytes per rank), exact as a Fraction; the ledger's modelled time is measured from the schedule itself and
@@ -54,6 +82,7 @@ class Algorithm:
     engines: str  # which engines use it
     cost: CostModel
     unsupported: Callable[[int], str | None] = field(default=_any_n)
+    options: tuple[str, ...] = ()  # keyword options of build and cost: () or ("ranks_per_node",)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -61,8 +90,9 @@ class Algorithm:
 
 
 def _families():
-    from . import ring  # one import per family module; order is the catalog's display order
-    return (ring,)
+    # one import per family module; order is the catalog's display order
+    from . import bidirectional, engines, halving_doubling, hierarchical, recursive_doubling, ring, tree
+    return (ring, bidirectional, halving_doubling, recursive_doubling, tree, hierarchical, engines)
 
 
 def _collect() -> dict[tuple[str, str], Algorithm]:
@@ -123,18 +153,42 @@ def algorithm(collective: str, name: str = DEFAULT_ALGORITHM) -> Algorithm:
                          f"got {name!r}") from None
 
 
-def build(collective: str, n_ranks: int, name: str = DEFAULT_ALGORITHM) -> Schedule:
+def _options(entry: Algorithm, n: int, ranks_per_node: object) -> dict:
+    """The keyword options ``entry`` takes. ``ranks_per_node`` is checked whenever it is given (it must divide N
+    for every algorithm) and passed only to the entries that use it."""
+    if ranks_per_node is not None:
+        ranks_per_node = check_ranks_per_node(ranks_per_node, n)
+    if "ranks_per_node" not in entry.options:
+        return {}
+    return {"ranks_per_node": default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node}
+
+
+def build(collective: str, n_ranks: int, name: str = DEFAULT_ALGORITHM, *,
+          ranks_per_node: int | None = None) -> Schedule:
     """The schedule of ``name`` for ``collective`` on ``n_ranks`` ranks (a clear ValueError where the algorithm
-    does not support that N)."""
+    does not support that N).
+
+    ``ranks_per_node`` (the hierarchical algorithms' nodes × ranks per node; default
+    :func:`default_ranks_per_node`) must divide ``n_ranks``; algorithms that are not hierarchical ignore it.
+    """
     entry = algorithm(collective, name)
     n = check_n_ranks(n_ranks)
     reason = entry.unsupported(n)
     if reason is not None:
         raise ValueError(f"{collective} algorithm {name!r} does not support n_ranks={n}: {reason}")
-    return entry.build(n)
+    return entry.build(n, **_options(entry, n, ranks_per_node))
 
 
-def schedule_for(op: str, n_ranks: int, algorithm_name: str | None = None) -> Schedule:
+def cost(collective: str, name: str, n_ranks: int, nbytes: int, alpha, beta, *,
+         ranks_per_node: int | None = None) -> Fraction:
+    """The entry's α-β time (seconds, exact) for an S = ``nbytes`` buffer per rank; α and β as Fractions or ints."""
+    entry = algorithm(collective, name)
+    n = check_n_ranks(n_ranks)
+    return entry.cost(n, nbytes, Fraction(alpha), Fraction(beta), **_options(entry, n, ranks_per_node))
+
+
+def schedule_for(op: str, n_ranks: int, algorithm_name: str | None = None, *,
+                 ranks_per_node: int | None = None) -> Schedule:
     """The schedule of an op named as on the command line (``reduce-scatter``, ``naive-all-reduce``, ...)."""
     collective, name = resolve_op(op, algorithm_name)
-    return build(collective, n_ranks, name)
+    return build(collective, n_ranks, name, ranks_per_node=ranks_per_node)

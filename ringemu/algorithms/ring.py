@@ -13,8 +13,10 @@ import numpy as np
 
 from ..schedule import ADD, COPY, Schedule, check_n_ranks, new_table
 from . import Algorithm
+from ._steps import Steps
 
-__all__ = ["ring_reduce_scatter", "ring_all_gather", "ring_all_reduce", "naive_reduce_broadcast", "ALGORITHMS"]
+__all__ = ["ring_reduce_scatter", "ring_all_gather", "ring_all_reduce", "naive_reduce_broadcast",
+           "naive_reduce_scatter", "naive_all_gather", "ALGORITHMS"]
 
 
 def _fill_ring(out: np.ndarray, n: int, first_step: int, chunk_offset: int, op: int) -> np.ndarray:
@@ -74,6 +76,25 @@ def naive_reduce_broadcast(n_ranks: int) -> Schedule:
     return Schedule("naive_all_reduce", n, 1, n_steps, np.concatenate([gather, scatter]), "all", "reduced-all")
 
 
+def naive_reduce_scatter(n_ranks: int) -> Schedule:
+    """The naive reduce-scatter: the naive all-reduce, each rank keeping its own chunk of the result (so it adds
+    in the same order as :func:`naive_reduce_broadcast`)."""
+    return naive_reduce_broadcast(n_ranks).renamed("naive_reduce_scatter")
+
+
+def naive_all_gather(n_ranks: int) -> Schedule:
+    """The naive all-gather: every rank sends its chunk to rank 0 (step 1), which sends every rank the chunks it
+    lacks (step 2)."""
+    n = check_n_ranks(n_ranks)
+    others = np.arange(1, n, dtype=np.int64)
+    steps = Steps()
+    steps.add_step((others, 0, others, COPY))
+    dst, chunk = np.meshgrid(others, np.arange(n, dtype=np.int64), indexing="ij")
+    keep = dst != chunk
+    steps.add_step((0, dst[keep], chunk[keep], COPY))
+    return steps.schedule("naive_all_gather", n, n, "own", "gathered")
+
+
 def _ring_half(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
     """(N-1)α + (N-1)/N·S·β: one ring pass (reduce-scatter or all-gather of an S-byte buffer)."""
     return (n - 1) * alpha + Fraction(n - 1, n) * nbytes * beta
@@ -82,6 +103,12 @@ def _ring_half(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction
 def _naive(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
     """2α + 2(N-1)·S·β: rank 0's link carries N-1 whole buffers in, then N-1 out (one port per rank)."""
     return (2 * alpha + 2 * (n - 1) * nbytes * beta) if n > 1 else Fraction(0)
+
+
+def _naive_gather(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
+    """2α + S·β, per link as the ledger times it: step 1 carries one chunk (S/N) per link into rank 0, step 2 the
+    N-1 chunks a rank lacks on each of rank 0's links."""
+    return (2 * alpha + nbytes * beta) if n > 1 else Fraction(0)
 
 
 _RING = "Patarasuk & Yuan 2009, §3 (bandwidth-optimal ring)"
@@ -93,6 +120,12 @@ ALGORITHMS = (
     Algorithm("all-reduce", "ring", ring_all_reduce, "ring reduce-scatter then ring all-gather: 2(N-1) steps",
               _RING, "NCCL (ring), gloo (ring), Horovod, baidu-allreduce",
               lambda n, s, a, b: 2 * _ring_half(n, s, a, b)),
+    Algorithm("reduce-scatter", "naive", naive_reduce_scatter,
+              "the naive all-reduce, each rank keeping its own chunk (derived: same additions as naive all-reduce)",
+              "the lesson's contrast (claim C5)", "none (teaching contrast)", _naive),
+    Algorithm("all-gather", "naive", naive_all_gather,
+              "every rank sends its chunk to rank 0, which sends every rank the chunks it lacks",
+              "the lesson's contrast (claim C5)", "none (teaching contrast)", _naive_gather),
     Algorithm("all-reduce", "naive", naive_reduce_broadcast,
               "every rank sends its buffer to rank 0, which sums and sends the sum back",
               "the lesson's contrast (claim C5); a parameter server with one server", "none (teaching contrast)",

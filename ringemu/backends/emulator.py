@@ -3,8 +3,12 @@
 :meth:`EmulatedWorld.run` calls a per-rank function once per rank, each in its own thread with its own
 :class:`EmulatorCommunicator`. A collective is a rendezvous: when every rank has arrived with its buffer, one
 thread runs the whole collective on the stacked world (one kernel launch, :mod:`ringemu.collectives`) and
-hands each rank its part. Ranks that disagree (another collective, label, size or dtype, or a rank that returned
-while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang.
+hands each rank its part. Ranks that disagree (another collective, label, size, dtype or algorithm, or a rank that
+returned while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang.
+
+Every collective runs the schedule of its algorithm from the registry (:mod:`ringemu.algorithms`): the world's
+``algorithm`` (default ``"ring"``) unless a communicator's ``algorithm`` attribute or the call's ``algorithm=``
+keyword says otherwise.
 """
 from __future__ import annotations
 
@@ -15,15 +19,16 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import collectives
+from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
+from ..checks import check_n_ranks, check_numel, check_timeout
 from ..execute import MODES
-from ..layout import ChunkLayout, check_numel
+from ..layout import ChunkLayout
 from ..ledger import CommLedger
-from ..schedule import check_n_ranks
 from ..virtual import VirtualBuffer, is_virtual
+from .base import check_algorithm
 
 __all__ = ["EmulatedWorld", "EmulatorCommunicator", "RankFailure"]
 
-_EXIT = ("exit", "", None, None)  # what a rank deposits when its function has returned
 
 
 class RankFailure(RuntimeError):
@@ -37,9 +42,10 @@ class _Request:
     numel: int | None
     dtype: Any
     buffer: Any
+    algorithm: str = ""
 
     def key(self):
-        return (self.op, self.label, self.numel, str(self.dtype))
+        return (self.op, self.label, self.numel, str(self.dtype), self.algorithm)
 
 
 class _Rendezvous:
@@ -75,35 +81,45 @@ class _Rendezvous:
 
 
 class EmulatorCommunicator:
-    """One rank's view of an :class:`EmulatedWorld` (implements :class:`~ringemu.backends.Communicator`)."""
+    """One rank's view of an :class:`EmulatedWorld` (implements :class:`~ringemu.backends.Communicator`).
 
-    def __init__(self, world: "EmulatedWorld", rank: int):
+    ``algorithm`` is the registry name its collectives run (the world's unless given; every rank of a world must
+    use the same one for a given call, or the call fails with :class:`RankFailure`).
+    """
+
+    def __init__(self, world: "EmulatedWorld", rank: int, algorithm: str | None = None):
         self.world, self.rank, self.n_ranks, self.ledger = world, rank, world.n_ranks, world.ledger
+        self.algorithm = world.algorithm if algorithm is None else check_algorithm(
+            algorithm, world.n_ranks, world.ranks_per_node)
 
     def layout(self, numel: int) -> ChunkLayout:
         return ChunkLayout(numel, self.n_ranks)
 
-    def _call(self, op: str, buffer, numel: int | None, label: str):
+    def _call(self, op: str, buffer, numel: int | None, label: str, algorithm: str | None = None):
         if not (isinstance(buffer, np.ndarray) and buffer.ndim == 1) and not (is_virtual(buffer) and buffer.ndim == 1):
             raise TypeError(f"rank {self.rank}: {op} needs a 1-D numpy array or VirtualBuffer; got "
                             f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
         if not isinstance(label, str):
             raise TypeError(f"rank {self.rank}: {op} label must be a str; got {label!r}")
         numel = buffer.shape[0] if numel is None else check_numel(numel, "numel")
-        request = _Request(op, label, numel, buffer.dtype, buffer)
+        if algorithm is None:
+            algorithm = self.algorithm
+        elif algorithm != self.algorithm:
+            algorithm = check_algorithm(algorithm, self.n_ranks, self.world.ranks_per_node)
+        request = _Request(op, label, numel, buffer.dtype, buffer, algorithm)
         return self.world._rendezvous.exchange(self.rank, request, self.world._execute)
 
-    def reduce_scatter(self, buffer, label: str = "reduce_scatter"):
+    def reduce_scatter(self, buffer, label: str = "reduce_scatter", algorithm: str | None = None):
         """Sum ``buffer`` over ranks; return this rank's chunk (see :class:`~ringemu.backends.Communicator`)."""
-        return self._call("reduce_scatter", buffer, None, label)
+        return self._call("reduce_scatter", buffer, None, label, algorithm)
 
-    def all_gather(self, shard, numel: int, label: str = "all_gather"):
+    def all_gather(self, shard, numel: int, label: str = "all_gather", algorithm: str | None = None):
         """Concatenate every rank's shard of a ``numel``-element buffer; every rank gets the whole buffer."""
-        return self._call("all_gather", shard, numel, label)
+        return self._call("all_gather", shard, numel, label, algorithm)
 
-    def all_reduce(self, buffer, label: str = "all_reduce"):
-        """Sum ``buffer`` over ranks in ring order; every rank gets the sum."""
-        return self._call("all_reduce", buffer, None, label)
+    def all_reduce(self, buffer, label: str = "all_reduce", algorithm: str | None = None):
+        """Sum ``buffer`` over ranks in the algorithm's order; every rank gets the sum."""
+        return self._call("all_reduce", buffer, None, label, algorithm)
 
 
 class EmulatedWorld:
@@ -111,25 +127,31 @@ class EmulatedWorld:
 
     ``mode`` selects the kernel path (``fused``, ``step`` or ``reference``; all give the same bits).
     ``timeout`` (seconds) bounds how long a rank waits at a collective before the world is declared hung.
+    ``algorithm`` (a name of :func:`ringemu.algorithms.names`, default ``"ring"``) is the communicators' default;
+    it must exist for all three collectives and support ``n_ranks``. ``ranks_per_node`` is passed to the
+    hierarchical algorithms (default :func:`ringemu.algorithms.default_ranks_per_node`).
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, mode: str = "fused",
-                 timeout: float | None = 600.0):
+                 timeout: float | None = 600.0, algorithm: str = DEFAULT_ALGORITHM,
+                 ranks_per_node: int | None = None):
         self.n_ranks = check_n_ranks(n_ranks)
+        self.ranks_per_node = None if ranks_per_node is None else check_ranks_per_node(ranks_per_node, self.n_ranks)
+        self.algorithm = check_algorithm(algorithm, self.n_ranks, self.ranks_per_node)
         if ledger is not None and not isinstance(ledger, CommLedger):
             raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not 0 < timeout < float("inf")):
-            raise ValueError(f"timeout must be a finite number of seconds > 0, or None; got {timeout!r}")
         self.ledger = ledger
         self.mode = mode
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout, allow_none=True)
         self._rendezvous = _Rendezvous(self.n_ranks, timeout)
 
     def communicators(self) -> list[EmulatorCommunicator]:
         return [EmulatorCommunicator(self, r) for r in range(self.n_ranks)]
+
+    def __repr__(self) -> str:
+        return f"EmulatedWorld(n_ranks={self.n_ranks}, mode={self.mode!r}, algorithm={self.algorithm!r})"
 
     def run(self, fn: Callable[..., Any], *args, **kwargs) -> list[Any]:
         """Call ``fn(comm, *args, **kwargs)`` on every rank at once; return the per-rank results in rank order.
@@ -144,7 +166,7 @@ class EmulatedWorld:
         def body(comm: EmulatorCommunicator) -> None:
             try:
                 results[comm.rank] = fn(comm, *args, **kwargs)
-                comm._call("exit", VirtualBuffer((0,), "int32"), 0, "")
+                comm._call("exit", VirtualBuffer((0,), "int32"), 0, "", self.algorithm)
             except threading.BrokenBarrierError:
                 released.append(comm.rank)  # another rank failed first (reported below), or the wait timed out
             except BaseException as exc:
@@ -184,7 +206,7 @@ class EmulatedWorld:
     def _execute(self, requests: list[_Request]) -> list[Any]:
         keys = {r.key() for r in requests}
         if len(keys) != 1:
-            asked = "; ".join(f"rank {i}: {r.op}({r.label!r}, numel={r.numel}, {r.dtype})"
+            asked = "; ".join(f"rank {i}: {r.op}({r.label!r}, numel={r.numel}, {r.dtype}, algorithm={r.algorithm!r})"
                               for i, r in enumerate(requests))
             raise RankFailure(f"ranks made different collective calls: {asked}")
         first = requests[0]
@@ -194,7 +216,8 @@ class EmulatedWorld:
         virtual = any(is_virtual(b) for b in buffers)
         if virtual and not all(is_virtual(b) for b in buffers):
             raise RankFailure(f"{first.label}: some ranks passed size-only buffers and some real arrays")
-        opts = dict(ledger=self.ledger, label=first.label, mode=self.mode)
+        opts = dict(ledger=self.ledger, label=first.label, mode=self.mode, algorithm=first.algorithm,
+                    ranks_per_node=self.ranks_per_node)
         n, numel, dtype = self.n_ranks, first.numel, first.dtype
         if first.op == "all_gather":
             layout = ChunkLayout(numel, n)

@@ -25,7 +25,6 @@ On a real cluster use ``torchrun`` instead, which starts the processes itself (`
 from __future__ import annotations
 
 import datetime
-import math
 import multiprocessing
 import os
 import pickle
@@ -34,24 +33,16 @@ import time
 import traceback
 from typing import Any, Callable
 
+from ..checks import check_n_ranks, check_timeout
 from ..ledger import CommLedger
-from ..schedule import check_n_ranks
 from .emulator import RankFailure
 
-__all__ = ["TorchWorld", "communicator_from_env", "check_timeout", "BACKENDS"]
+__all__ = ["TorchWorld", "communicator_from_env", "BACKENDS"]
 
 BACKENDS = ("gloo", "nccl")
 _PRELOAD = ("torch.distributed", "ringemu.backends.torch_backend")  # imported once by the forkserver
 _SILENT = "exited with code"  # how a rank that died without a report is described
 _GRACE_S = 2.0  # seconds the other ranks get to report after the first failure, before they are killed
-
-
-def check_timeout(timeout: object, name: str = "timeout") -> float:
-    """``timeout`` as a float, or a clear ValueError unless it is a finite number of seconds > 0."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-            or not timeout > 0:
-        raise ValueError(f"{name} must be a finite number of seconds > 0; got {timeout!r}")
-    return float(timeout)
 
 
 def communicator_from_env(backend: str | None = None, algorithm: str = "native", ledger: CommLedger | None = None,
@@ -114,7 +105,8 @@ class TorchWorld:
     """N ranks as N processes on this machine, joined by torch.distributed (``backend`` gloo or nccl).
 
     ``ledger``, if given, receives rank 0's records after :meth:`run` (every rank records the same modelled
-    traffic; the ranks' ledgers are checked to agree). ``algorithm`` is passed to each TorchCommunicator.
+    traffic; the ranks' ledgers are checked to agree). ``algorithm`` (``"native"`` or a registry name) is
+    passed to each TorchCommunicator.
     ``timeout`` bounds the whole run, start-up included, in seconds.
     """
 
@@ -125,12 +117,11 @@ class TorchWorld:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
         timeout = check_timeout(timeout)
         try:
-            from .torch_backend import ALGORITHMS
+            from .torch_backend import check_torch_algorithm
         except ModuleNotFoundError as exc:  # torch is the optional extra ringemu[torch]
             raise ValueError(f"the torch backend needs torch ({exc}); install it with pip install "
                              f"'ringemu[torch]'") from exc
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
+        algorithm = check_torch_algorithm(algorithm, self.n_ranks)
         methods = multiprocessing.get_all_start_methods()
         start_method = start_method or ("forkserver" if "forkserver" in methods else "spawn")
         if start_method not in methods or start_method == "fork":

@@ -6,7 +6,7 @@ else gloo), runs the stage's own per-rank function through a TorchCommunicator, 
 memory row on rank 0, and rank 0 prints the same fields as ``ringemu zero --json`` (modelled traffic)::
 
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
-        -m ringemu.backends.torch_run --stage zero3 --steps 3 --dtype bf16 --grads model --json
+        -m zero_stages.torch.torch_run --stage zero3 --steps 3 --dtype bf16 --grads model --json
 
 No comparison with the emulator is made here (a cluster need not run it); the digests let one compare with
 ``ringemu zero`` elsewhere.
@@ -21,14 +21,15 @@ __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ringemu.backends.torch_run", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m zero_stages.torch.torch_run", description=__doc__.split("\n")[0])
     parser.add_argument("--stage", choices=("dp", "zero1", "zero2", "zero3"), required=True)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--grads", choices=("model", "blocks"), default="blocks")
     parser.add_argument("--units", default=None, help="unit sizes, comma-separated")
-    parser.add_argument("--algorithm", choices=("native", "ring"), default="native")
+    parser.add_argument("--algorithm", default="native",
+                        help="native (the engine's collectives) or a ringemu algorithm name run over send/recv")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: nccl if CUDA, else gloo")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", action="store_true")
@@ -36,13 +37,11 @@ def main(argv=None) -> int:
 
     import torch.distributed as dist
 
+    from ringemu.backends.torch_launch import communicator_from_env
     from ringemu.dtypes import dtype_name
     from ringemu.ledger import CommLedger
-    from zero_stages.api import RANK_FUNCTIONS
+    from zero_stages.api import RANK_FUNCTIONS, training_job
     from zero_stages.report import build_report
-
-    from .torch_launch import communicator_from_env
-    from zero_stages.api import training_job
 
     from .torch_zero import TRAFFIC_SOURCE, RankRows, digest
 

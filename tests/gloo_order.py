@@ -1,4 +1,5 @@
-"""The order in which gloo's CPU all-reduce adds floats: a model that reproduces its bits.
+"""The order in which gloo's CPU all-reduce adds floats: a model that reproduces its bits (a test oracle for
+the torch backend's tests: it explains measured bits and is not part of the emulator).
 
 gloo's ``allreduce`` (``gloo/allreduce.cc``, the algorithm torch's ProcessGroupGloo runs for dense CPU tensors)
 is a ring too, but not ringemu's ring:
@@ -18,15 +19,15 @@ c-2 = c+1), so only elements between the two chunk boundaries can differ. For N 
 of the elements that grows with N (measured, random fp32: 23 % at N = 4, 50 % at N = 8); both are equally
 accurate, just different bits. Integer blocks (:mod:`ringemu.blocks`) are exact in any order.
 torch's ``reduce_scatter_tensor`` on gloo returns the slice of this same all-reduce (its traffic is an
-all-reduce's, :mod:`ringemu.backends.wire_bytes`). 16-bit types add in fp32 and round per hop, as ringemu's
+all-reduce's, ``zero_stages/torch/wire_bytes.py``). 16-bit types add in fp32 and round per hop, as ringemu's
 wire arithmetic does (:func:`ringemu.reference.hop_add`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import resolve_dtype
-from ..reference import hop_add
+from ringemu.dtypes import resolve_dtype
+from ringemu.reference import hop_add
 
 __all__ = ["gloo_chunk_bounds", "gloo_ring_sum", "GLOO_MAX_SEGMENT_BYTES"]
 

@@ -8,11 +8,12 @@ DP on the same engine (``parity_with_dp``, lesson claim M11) and with the same s
 
 What to expect (``docs/real_engine.md``): with integer-block gradients (``grads="blocks"``) every sum is exact
 in any order, so both algorithms agree with the emulator bit for bit. With model gradients the engine's own
-collectives (``algorithm="native"``) add floats in gloo's order, not the ring's, and may differ; the ring
-schedule over point-to-point messages (``algorithm="ring"``) adds in the emulator's order and agrees.
+collectives (``algorithm="native"``) add floats in gloo's order, not the ring's, and may differ; a registry
+schedule over point-to-point messages (``algorithm="ring"`` or any other name of
+:func:`ringemu.backends.communicator_algorithms`) adds in the emulator's order for that algorithm and agrees.
 
-Traffic in the result is the ledger's: modelled from the ring schedules (``traffic_source``); for bytes observed
-on the wire see :mod:`ringemu.backends.wire_bytes`.
+Traffic in the result is the ledger's: modelled from the algorithm's schedules (``traffic_source``); for bytes observed
+on the wire see :mod:`zero_stages.torch.wire_bytes`.
 """
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ import hashlib
 
 import numpy as np
 
+from ringemu.algorithms import DEFAULT_ALGORITHM
+from ringemu.backends.torch_backend import NATIVE
+from ringemu.backends.torch_launch import TorchWorld
+from ringemu.checks import check_timeout
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
 from zero_stages import api
@@ -27,11 +32,9 @@ from zero_stages.closed_forms import STAGES, check_stage
 from zero_stages.job import Job
 from zero_stages.report import build_report, parity_mismatches, stage_json
 
-from .torch_launch import TorchWorld, check_timeout
-
 __all__ = ["run_zero_on_torch", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE"]
 
-TRAFFIC_SOURCE = "modelled: ring schedules in the CommLedger (not bytes observed on the wire)"
+TRAFFIC_SOURCE = "modelled: the algorithm's schedules in the CommLedger (not bytes observed on the wire)"
 
 
 class RankRows:
@@ -97,6 +100,7 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
 
     wanted = STAGES if stages == "all" else (stages,) if isinstance(stages, str) else tuple(stages)
     wanted = tuple(check_stage(s) for s in wanted)
+    emulated = DEFAULT_ALGORITHM if algorithm == NATIVE else algorithm  # the emulator runs the modelled schedule
     run = ("dp",) + tuple(s for s in wanted if s != "dp")
     reports = {s: stage_on_torch(s, job(), backend, algorithm, timeout) for s in run}
     dp = reports["dp"]
@@ -109,7 +113,7 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
         entry["parity_with_emulator"], entry["emulator_mismatches"] = None, None
         entry["digests"] = {k: digest(getattr(rep, k)) for k in ("weights16", "master", "m", "v")}
         if compare_emulator:
-            emu = api.run_job(s, job())
+            emu = api.run_job(s, job(), algorithm=emulated)
             diff = parity_mismatches(rep, emu)
             same_counts = all(getattr(rep, k) == getattr(emu, k) for k in (
                 "model_state_bytes_per_rank", "peak_bytes_per_rank", "traffic_sent_bytes_per_rank"))

@@ -16,7 +16,7 @@ Each workload is bracketed by barriers so that no rank starts before rank 0 has 
 reads them again only after every rank has received everything (barrier, read, barrier, workload, barrier,
 read, barrier). The bracket alone (two barriers, workload ``barrier``) is measured the same way and
 subtracted; ``rounds`` repetitions are averaged exactly (``Fraction``). :func:`measure_wire` starts the
-namespace and the ranks itself and returns a JSON-ready dict; ``python -m ringemu.backends.wire_bytes --ranks 4
+namespace and the ranks itself and returns a JSON-ready dict; ``python -m zero_stages.torch.wire_bytes --ranks 4
 --numel 1048576 --json`` prints it. Workloads: the collectives of one step on one flat buffer (``dp``,
 ``zero3``, ``reduce_scatter``, ...) or one training step of the project's stage modules (``stage:zero3``).
 """
@@ -32,8 +32,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..dtypes import resolve_dtype
-from ..ledger import CommLedger
+from ringemu.dtypes import resolve_dtype
+from ringemu.ledger import CommLedger
 
 __all__ = ["WORKLOADS", "STAGE_PREFIX", "measure_wire", "measure_here", "read_lo", "read_wchar"]
 
@@ -133,7 +133,7 @@ def measure_here(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp",
     Interface counts are only meaningful if nothing else uses this namespace's loopback (see
     :func:`measure_wire`). Returns a JSON-ready dict (module doc); exact ratios are strings of Fractions.
     """
-    from .torch_launch import TorchWorld
+    from ringemu.backends.torch_launch import TorchWorld
 
     stages = ("dp", "zero1", "zero2", "zero3")
     known = list(WORKLOADS) + [STAGE_PREFIX + s for s in stages]
@@ -185,10 +185,10 @@ def measure_wire(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp",
     Raises ValueError, with the system's reason, if the namespace cannot be created (no root, no user
     namespaces) or the run fails.
     """
-    from .torch_launch import check_timeout
+    from ringemu.checks import check_timeout
 
     timeout = check_timeout(timeout)
-    command = [sys.executable, "-m", "ringemu.backends.wire_bytes", "--here", "--json", "--ranks", str(n_ranks),
+    command = [sys.executable, "-m", "zero_stages.torch.wire_bytes", "--here", "--json", "--ranks", str(n_ranks),
                "--numel", str(numel), "--dtype", str(dtype), "--rounds", str(rounds), "--algorithm", str(algorithm),
                "--timeout", repr(timeout), "--seed", str(seed), "--workloads", *map(str, workloads)]
     # The arguments reach the shell as its positional parameters ("$@"), never as text it parses.
@@ -206,7 +206,7 @@ def measure_wire(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp",
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ringemu.backends.wire_bytes", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m zero_stages.torch.wire_bytes", description=__doc__.split("\n")[0])
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--numel", type=int, default=1 << 20)
     parser.add_argument("--dtype", default="bf16")
@@ -218,7 +218,7 @@ def main(argv=None) -> int:
     parser.add_argument("--here", action="store_true", help="measure in the current namespace (no unshare)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    from ringemu.backends import wire_bytes as module  # not __main__: the ranks unpickle functions by module name
+    from zero_stages.torch import wire_bytes as module  # not __main__: the ranks unpickle functions by module name
     fn = module.measure_here if args.here else module.measure_wire
     result = fn(args.ranks, args.numel, args.dtype, tuple(args.workloads), args.rounds, args.algorithm,
                 args.timeout, args.seed)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .torch_launch import TorchWorld
+from ringemu.backends.torch_launch import TorchWorld
 
 __all__ = ["compare_zero1_with_torch"]
 
