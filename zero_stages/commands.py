@@ -109,7 +109,9 @@ def register(subparsers) -> None:
                    help=f"unit sizes, comma-separated (default {','.join(map(str, DEFAULT_UNIT_SIZES))})")
     z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
                    help="default: dynamic for fp16, none for bf16")
-    z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16, help="initial (or static) loss scale")
+    z.add_argument("--init-scale", type=_positive("number"), default=None,
+                   help="initial (or static) loss scale (default 2^16); fp16 uses dynamic scaling unless "
+                        "--loss-scaling says otherwise")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
     _algorithm_argument(z)
@@ -204,11 +206,23 @@ def _check_backend_flags(args) -> None:
     args.timeout = 300.0 if args.timeout is None else args.timeout
 
 
+def _loss_scaling(args) -> LossScaling | None:
+    """The run's LossScaling from ``--loss-scaling`` and ``--init-scale``; None: the dtype's default. An
+    ``--init-scale`` for a run without loss scaling would be ignored, so it is refused."""
+    kind = args.loss_scaling or ("dynamic" if args.dtype == "fp16" else "none")
+    if args.init_scale is not None and kind == "none":
+        raise ValueError(f"--init-scale needs loss scaling; {args.dtype} runs with --loss-scaling {kind} "
+                         f"(give --loss-scaling static or dynamic)")
+    if args.loss_scaling is None and args.init_scale is None:
+        return None
+    return LossScaling(kind, **({} if args.init_scale is None else {"init_scale": args.init_scale}))
+
+
 def zero_command(args) -> int:
     _check_backend_flags(args)
     _check_blocks(args)
     units = args.units
-    scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
+    scaling = _loss_scaling(args)
     if args.backend == "torch":
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
@@ -237,7 +251,7 @@ def zero_command(args) -> int:
             _print_stage(reports[s], infos[s])
     if no_step:
         print(f"ringemu: failed: no step was taken: all {args.steps} steps were skipped (loss-scale overflow at "
-              f"scale {dp.loss_scales[0]:g}); parity with DP was NOT checked (try --init-scale 1024 or more steps)",
+              f"scale {dp.loss_scales[0]:g}); parity with DP was NOT checked (try a smaller --init-scale)",
               file=sys.stderr)
         return 1
     return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
