@@ -24,8 +24,9 @@ ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp
            "float64": "fp64", "double": "fp64"}
 
 
-def resolve_dtype(dtype: object) -> np.dtype:
-    """A supported ``np.dtype`` from a name (``fp16``, ``float16``, ...) or a dtype; else a clear ValueError."""
+def resolve_dtype(dtype: object, name: str = "dtype") -> np.dtype:
+    """A supported ``np.dtype`` from a name (``fp16``, ``float16``, ...) or a dtype; else a clear ValueError
+    (``name`` says whose dtype it is: ``world dtype``)."""
     if dtype is None:
         pass  # np.dtype(None) would silently mean float64
     elif isinstance(dtype, str):
@@ -40,7 +41,7 @@ def resolve_dtype(dtype: object) -> np.dtype:
         if resolved is not None and resolved in DTYPES.values():
             return resolved
     allowed = " ".join(DTYPES)
-    raise ValueError(f"dtype must be one of {allowed} (numpy spellings accepted too); got {dtype!r}")
+    raise ValueError(f"{name} must be one of {allowed} (numpy spellings accepted too); got {dtype!r}")
 
 
 def dtype_name(dtype: object) -> str:
