@@ -101,11 +101,16 @@ def _library() -> list[EntryPoint]:
         EntryPoint("zero_stages.LossScaling", precision.LossScaling, {"kind": "dynamic", "init_scale": 8.0,
                                                                       "growth_interval": 3}),
     ]
-    try:
-        from zero_stages import checkpoint
-    except ImportError:
-        return points
-    return points + checkpoint.fuzz_entry_points()
+    import tempfile
+
+    from zero_stages import checkpoint
+    empty = tempfile.mkdtemp(prefix="ringemu-fuzz-checkpoint-")
+    return points + [
+        EntryPoint("checkpoint.load_checkpoint", checkpoint.load_checkpoint, {"path": empty}),
+        EntryPoint("checkpoint.run_training", checkpoint.run_training,
+                   {"stage": "dp", "job": api.training_job(2, 1, grads="blocks", unit_sizes=(5,)),
+                    "checkpoint_dir": empty, "save_every": 1}),
+    ]
 
 
 LIBRARY: list[EntryPoint] = []  # filled on first use (imports numba-backed modules)

@@ -38,9 +38,25 @@ class Job:
     memory: MemoryLedger
     size_only: bool = False
     record_history: bool = True
+    resume: Any = None  # a zero_stages.checkpoint.TrainingState to start from (full per-unit states), or None
+    first_step: int = 0  # index of the first step (the workload's data for step t is the same in every run)
+    on_step_end: Any = None  # callable(rank, step, opt, scaler, weights16 pieces) after every step, or None
 
     def init_unit(self, unit: int):
+        """Unit ``unit``'s initial fp32 master weights: the workload's, or the resumed state's."""
+        if self.resume is not None:
+            return self.resume.master[unit].copy()
         return self.workload.init_unit(unit)
+
+    def step_range(self) -> range:
+        """The step indices this run takes: ``first_step`` to ``first_step + steps``."""
+        return range(self.first_step, self.first_step + self.steps)
+
+    def end_step(self, rank: int, step: int, opt, scaler, weights16: "Pieces") -> None:
+        """Called by every rank after each step (its loss scaler updated): hands the rank's state to
+        ``on_step_end`` (a checkpoint writer), if any."""
+        if self.on_step_end is not None:
+            self.on_step_end(rank, step, opt, scaler, weights16)
 
 
 @dataclass

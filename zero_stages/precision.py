@@ -82,10 +82,17 @@ def default_loss_scaling(wire_dtype: object) -> LossScaling:
 class LossScaler:
     """One rank's loss-scale state. Every rank starts equal and sees the same overflow flag, so all stay equal."""
 
-    def __init__(self, config: LossScaling):
+    def __init__(self, config: LossScaling, resume=None):
         self.config = config
         self.scale = 1.0 if config.kind == "none" else float(config.init_scale)
         self._clean_steps = 0
+        if resume is not None:  # a resumed run continues the scale and the count of clean steps
+            self.scale, self._clean_steps = float(resume.loss_scale), int(resume.clean_steps)
+
+    @property
+    def clean_steps(self) -> int:
+        """Consecutive clean steps since the scale last changed (dynamic scaling grows it at growth_interval)."""
+        return self._clean_steps
 
     def found_overflow(self, comm, reduced_parts) -> bool:
         """True if any rank's part of the reduced gradient holds an inf or NaN (one all-reduce of a flag,

@@ -32,14 +32,15 @@ def run_rank(comm, job: Job) -> RankResult:
     # Model states: whole 16-bit weights and gradients, the optimizer states of this rank's shard only.
     weights16 = full_weights16(arena, job)
     grads16 = [arena.alloc(f"grads16[{u}]", "grads16", s, wire) for u, s in enumerate(flat.unit_sizes)]
-    opt = OptimizerShard(arena, mine, [flat.shard_numel(u) for u in units], job.init_unit, job.adam)
-    scaler, rec = LossScaler(job.loss_scaling), Recorder(job, rank)
+    opt = OptimizerShard(arena, mine, [flat.shard_numel(u) for u in units], job.init_unit, job.adam,
+                         resume=job.resume)
+    scaler, rec = LossScaler(job.loss_scaling, job.resume), Recorder(job, rank)
     held = [(u, 0, weights16[u]) for u in units]
 
     def own(buffers, u):
         return part(buffers[u], mine[u].start, mine[u].stop)
 
-    for step in range(job.steps):
+    for step in job.step_range():
         # 1. Forward and backward: the full gradient, as in DP.
         ctx = job.workload.begin_step(arena, step, rank)
         for u in units:
@@ -66,5 +67,6 @@ def run_rank(comm, job: Job) -> RankResult:
                 write(weights16[u], comm.all_gather(own(weights16, u), flat.unit_sizes[u], label="param_all_gather"))
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+        job.end_step(rank, step, opt, scaler, held)
 
     return rec.result(arena, scaler.scale, held, opt)

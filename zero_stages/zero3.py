@@ -35,7 +35,8 @@ def init_state(comm, job: Job):
     pad = [shard_numel[u] - (mine[u].stop - mine[u].start) for u in units]
     weights16 = [arena.alloc(f"weights16[{u}]", "weights16", shard_numel[u], wire, padding=pad[u]) for u in units]
     grads16 = [arena.alloc(f"grads16[{u}]", "grads16", shard_numel[u], wire, padding=pad[u]) for u in units]
-    opt = OptimizerShard(arena, mine, shard_numel, job.init_unit, job.adam)
+    opt = OptimizerShard(arena, mine, shard_numel, job.init_unit, job.adam,
+                         resume=job.resume)
     for u in units:
         write(part(weights16[u], 0, mine[u].stop - mine[u].start), opt.weights16(u, wire))
     return arena, mine, weights16, grads16, opt
@@ -97,9 +98,9 @@ def optimizer_step(comm, job, weights16, grads16, mine, opt, scaler, rec) -> boo
 def run_rank(comm, job: Job) -> RankResult:
     """One rank of ZeRO-3 for ``job.steps`` steps."""
     arena, mine, weights16, grads16, opt = init_state(comm, job)
-    scaler, rec = LossScaler(job.loss_scaling), Recorder(job, comm.rank)
+    scaler, rec = LossScaler(job.loss_scaling, job.resume), Recorder(job, comm.rank)
     held = [(u, mine[u].start, part(weights16[u], 0, mine[u].stop - mine[u].start)) for u in job.flat.units()]
-    for step in range(job.steps):
+    for step in job.step_range():
         ctx = job.workload.begin_step(arena, step, comm.rank)
         forward(comm, job, arena, weights16, mine, ctx)
         backward(comm, job, arena, weights16, grads16, mine, ctx, scaler.scale, rec)
@@ -107,4 +108,5 @@ def run_rank(comm, job: Job) -> RankResult:
         overflow = optimizer_step(comm, job, weights16, grads16, mine, opt, scaler, rec)
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+        job.end_step(comm.rank, step, opt, scaler, held)
     return rec.result(arena, scaler.scale, held, opt)
