@@ -195,7 +195,8 @@ def resume_job(checkpoint: Checkpoint, n_ranks: int, steps: int, record_history:
     return dataclasses.replace(job, resume=checkpoint.state, first_step=checkpoint.state.steps_done)
 
 
-def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = None, mode: str = "fused"):
+def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = None, mode: str = "fused",
+                 algorithm: str | None = None):
     """Run ``stage`` for ``job`` (see :func:`zero_stages.api.run_job`), saving a checkpoint into
     ``checkpoint_dir`` after every ``save_every``-th step when both are given. Returns (report, writer or None)."""
     from .api import run_job
@@ -209,7 +210,8 @@ def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = 
         writer = CheckpointWriter(checkpoint_dir, save_every, stage, job)
         job = dataclasses.replace(job, on_step_end=writer)
         writer.job = job
-    return run_job(stage, job, mode), writer
+    extra = {} if algorithm is None else {"algorithm": algorithm}
+    return run_job(stage, job, mode, **extra), writer
 
 
 def state_of_report(report, loss_scaling: LossScaling) -> TrainingState:

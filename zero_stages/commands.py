@@ -20,7 +20,8 @@ from ringemu.checks import parse_number
 from ringemu.units import GB, format_gb
 
 from .api import (DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, run_size_only,
-                  train)
+                  training_job)
+from .checkpoint import load_checkpoint, resume_job, run_training
 from .closed_forms import STAGES
 from .flat import MAX_PSI
 from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
@@ -96,15 +97,16 @@ def _ratio_text(ratio: str | None) -> str:
 
 def register(subparsers) -> None:
     z = subparsers.add_parser("zero", help="train DP / ZeRO-1 / ZeRO-2 / ZeRO-3 on N emulated ranks; parity with DP")
-    z.add_argument("--stage", choices=(*STAGES, "all"), default="all")
-    z.add_argument("--ranks", type=_integer(1, MAX_TRAINING_RANKS), required=True,
-                   help=f"N, the data-parallel degree (1 to {MAX_TRAINING_RANKS})")
+    z.add_argument("--stage", choices=(*STAGES, "all"), default=None,
+                   help="the stage to train beside DP (default all; with --resume, the checkpoint's)")
+    z.add_argument("--ranks", type=_integer(1, MAX_TRAINING_RANKS), default=None,
+                   help=f"N, the data-parallel degree (1 to {MAX_TRAINING_RANKS}); required unless --resume gives it")
     z.add_argument("--steps", type=_integer(0, MAX_TRAINING_STEPS), default=3,
                    help=f"training steps (0 to {MAX_TRAINING_STEPS:,}; default 3)")
-    z.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16", help="16-bit weight and gradient type")
-    z.add_argument("--seed", type=_integer(0), default=0)
-    z.add_argument("--grads", choices=GRADIENT_SOURCES, default="model",
-                   help="gradients from the MLP, or fixed-seed integer blocks")
+    z.add_argument("--dtype", choices=WIRE_DTYPES, default=None, help="16-bit weight and gradient type (default bf16)")
+    z.add_argument("--seed", type=_integer(0), default=None, help="seed of the model and data (default 0)")
+    z.add_argument("--grads", choices=GRADIENT_SOURCES, default=None,
+                   help="gradients from the MLP (default), or fixed-seed integer blocks")
     z.add_argument("--units", type=_unit_list, default=None,
                    help=f"unit sizes, comma-separated (default {','.join(map(str, DEFAULT_UNIT_SIZES))})")
     z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
@@ -121,6 +123,13 @@ def register(subparsers) -> None:
     z.add_argument("--timeout", type=_positive("number of seconds"), default=None,
                    help="torch backend: seconds before a stage's run is declared hung and its processes are killed "
                         "(default 300)")
+    z.add_argument("--checkpoint", metavar="DIR", default=None,
+                   help="save a sharded checkpoint of --stage into DIR (one file per rank) every --save-every steps")
+    z.add_argument("--save-every", metavar="K", type=_integer(1, MAX_TRAINING_STEPS), default=None,
+                   help="steps between checkpoints (with --checkpoint)")
+    z.add_argument("--resume", metavar="DIR", default=None,
+                   help="continue from a checkpoint (its latest step, or a step directory) for --steps more steps, "
+                        "at --ranks and --stage (default: the checkpoint's); model, data and settings come from it")
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
@@ -218,17 +227,67 @@ def _loss_scaling(args) -> LossScaling | None:
     return LossScaling(kind, **({} if args.init_scale is None else {"init_scale": args.init_scale}))
 
 
+_FROM_CHECKPOINT = ("dtype", "seed", "grads", "units", "loss_scaling", "init_scale")
+_DEFAULTS = {"dtype": "bf16", "seed": 0, "grads": "model", "stage": "all"}
+
+
+def _checkpoint_flags(args):
+    """Check --checkpoint/--save-every/--resume and fill the defaults they leave open; return the loaded
+    checkpoint (or None)."""
+    if (args.checkpoint is None) != (args.save_every is None):
+        raise ValueError("--checkpoint and --save-every go together (where, and how often)")
+    if args.backend == "torch" and (args.checkpoint or args.resume):
+        raise ValueError("--checkpoint and --resume apply to --backend emulator only")
+    loaded = None
+    if args.resume is not None:
+        given = [f"--{name.replace('_', '-')}" for name in _FROM_CHECKPOINT if getattr(args, name) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} come(s) from the checkpoint with --resume; drop them")
+        loaded = load_checkpoint(args.resume)
+        meta = loaded.metadata
+        args.dtype, args.seed, args.grads = meta["wire_dtype"], meta["seed"], meta["grads"]
+        args.units = list(meta["unit_sizes"])
+        args.ranks = meta["n_ranks"] if args.ranks is None else args.ranks
+        args.stage = meta["stage"] if args.stage is None else args.stage
+    for name, value in _DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.ranks is None:
+        raise ValueError("--ranks is required (unless --resume gives it)")
+    if args.checkpoint is not None and args.stage == "all":
+        raise ValueError("--checkpoint saves one stage: give --stage dp, zero1, zero2 or zero3")
+    return loaded
+
+
+def _train_stages(args, stages, scaling, loaded) -> dict:
+    """Every stage's report; the chosen stage saves checkpoints when asked; a resumed run starts every stage
+    (DP included) from the same checkpoint."""
+    reports = {}
+    for s in stages:
+        if loaded is not None:
+            job = resume_job(loaded, args.ranks, args.steps)
+        else:
+            job = training_job(args.ranks, args.steps, args.dtype, args.seed, args.grads, args.units,
+                               loss_scaling=scaling)
+        saving = args.checkpoint is not None and s == args.stage
+        reports[s], writer = run_training(s, job, args.checkpoint if saving else None,
+                                          args.save_every if saving else None, algorithm=args.algorithm)
+        if writer is not None and not args.json:
+            print(f"checkpoints of {s} written: {', '.join(str(p) for p in writer.saved) or 'none'}",
+                  file=sys.stderr)
+    return reports
+
+
 def zero_command(args) -> int:
+    loaded = _checkpoint_flags(args)
     _check_backend_flags(args)
     _check_blocks(args)
     units = args.units
-    scaling = _loss_scaling(args)
+    scaling = _loss_scaling(args) if loaded is None else None
     if args.backend == "torch":
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
-    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
-                        algorithm=args.algorithm)
-               for s in stages}
+    reports = _train_stages(args, stages, scaling, loaded)
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
     infos = {s: stage_json(reports[s], dp) for s in shown}
@@ -239,7 +298,8 @@ def zero_command(args) -> int:
             info.update(parity_with_dp=None, traffic_ratio_to_dp=None)
     out = {"ranks": dp.n_ranks, "steps": dp.steps, "steps_taken": taken, "dtype": dp.wire_dtype, "seed": args.seed,
            "grads": args.grads, "algorithm": args.algorithm, "unit_sizes": list(dp.unit_sizes), "psi": dp.psi,
-           "parity_checked": not no_step,
+           "parity_checked": not no_step, "resumed_from": None if loaded is None else str(loaded.directory),
+           "first_step": 0 if loaded is None else loaded.state.steps_done,
            "stages": [infos[s] for s in shown]}
     if args.json:
         print(json.dumps(out))
@@ -247,6 +307,9 @@ def zero_command(args) -> int:
         print(f"{args.grads} gradients, Ψ = {dp.psi} in units {list(dp.unit_sizes)}, N = {dp.n_ranks}, "
               f"{dp.steps} steps, {dp.wire_dtype}, seed {args.seed}, {args.algorithm} collectives; skipped steps "
               f"{dp.skipped_steps}")
+        if loaded is not None:
+            print(f"resumed from {loaded.directory} ({loaded.metadata['stage']} on {loaded.metadata['n_ranks']} "
+                  f"ranks, after step {loaded.state.steps_done}); DP resumed from the same checkpoint")
         for s in shown:
             _print_stage(reports[s], infos[s])
     if no_step:
