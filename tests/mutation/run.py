@@ -103,6 +103,12 @@ def run(mutants, timeout: int) -> int:
         tree = Path(scratch)
         _copy_tree(tree)
         env = {**os.environ, "PYTHONPATH": str(tree), "HYPOTHESIS_PROFILE": "default"}
+        files = sorted({t for m in mutants for t in m.tests})
+        base = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *files],
+                              cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+        if base.returncode != 0:  # a mutant counts as killed only if the same tests pass without it
+            raise SystemExit(f"the tests fail without any mutant:\n{base.stdout[-2000:]}")
+        print(f"baseline: {', '.join(files)} pass unmutated", flush=True)
         for m in mutants:
             target = tree / m.path
             original = target.read_text()
