@@ -107,10 +107,29 @@ def _library() -> list[EntryPoint]:
     empty = tempfile.mkdtemp(prefix="ringemu-fuzz-checkpoint-")
     return points + [
         EntryPoint("checkpoint.load_checkpoint", checkpoint.load_checkpoint, {"path": empty}),
-        EntryPoint("checkpoint.run_training", checkpoint.run_training,
+        EntryPoint("checkpoint.run_training", _in_scratch_directory(checkpoint.run_training),
                    {"stage": "dp", "job": api.training_job(2, 1, grads="blocks", unit_sizes=(5,)),
                     "checkpoint_dir": empty, "save_every": 1}),
     ]
+
+
+def _in_scratch_directory(function):
+    """``function`` run with a fresh temporary working directory, so that fuzzed relative paths land there."""
+    import functools
+    import os
+    import tempfile
+
+    @functools.wraps(function)
+    def wrapped(**kwargs):
+        here = os.getcwd()
+        with tempfile.TemporaryDirectory(prefix="ringemu-fuzz-") as scratch:
+            os.chdir(scratch)
+            try:
+                return function(**kwargs)
+            finally:
+                os.chdir(here)
+
+    return wrapped
 
 
 LIBRARY: list[EntryPoint] = []  # filled on first use (imports numba-backed modules)

@@ -171,7 +171,7 @@ def test_cli_saves_and_resumes_at_another_n_and_stage(tmp_path, capsys):
 @pytest.mark.parametrize("argv, fragment", [
     (["--ranks", "2", "--checkpoint", "X"], "--checkpoint and --save-every go together"),
     (["--ranks", "2", "--save-every", "2", "--checkpoint", "X"], "--checkpoint saves one stage"),
-    (["--resume", "/nonexistent-ringemu-dir"], "not a checkpoint"),
+    (["--resume", "/nonexistent-ringemu-dir"], "is not a directory"),
     (["--resume", "X", "--dtype", "fp16"], "--dtype come(s) from the checkpoint"),
     (["--stage", "dp"], "--ranks is required"),
 ])

@@ -27,6 +27,7 @@ import numpy as np
 
 from ringemu.dtypes import dtype_name
 from ringemu.layout import ChunkLayout
+from ringemu.memory import MemoryLedger
 
 from .adam import AdamConfig
 from .buffers import cast
@@ -136,6 +137,8 @@ class CheckpointWriter:
 
 
 def _step_directory(path: Path) -> Path:
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint path {str(path)!r} is not a directory")
     if (path / METADATA).is_file():
         return path
     pointer = path / LATEST
@@ -144,15 +147,16 @@ def _step_directory(path: Path) -> Path:
         if not name.startswith("step-") or "/" in name:
             raise CheckpointError(f"{pointer}: does not name a step directory ({name!r})")
         return path / name
-    raise CheckpointError(f"{path}: no {METADATA} and no {LATEST} pointer: not a checkpoint (or none completed)")
+    raise CheckpointError(f"checkpoint path {path}: no {METADATA} and no {LATEST} pointer: not a checkpoint (or "
+                          f"none completed)")
 
 
 def load_checkpoint(path) -> Checkpoint:
     """Load a checkpoint directory (a step directory, or a root whose ``latest`` names one). Every file's size
     and SHA-256, every field's type and length, and the 16-bit weights' agreement with the rounded master are
     checked before anything is returned; a CheckpointError names the file and the field."""
-    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a directory path; got {path!r} ({type(path).__name__})")
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise TypeError(f"path must be a non-empty directory path; got {path!r} ({type(path).__name__})")
     directory = _step_directory(Path(path))
     meta = read_metadata(directory)
     n, sizes = meta["n_ranks"], tuple(meta["unit_sizes"])
@@ -205,6 +209,10 @@ def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = 
         raise TypeError(f"job must be a zero_stages.job.Job (e.g. from training_job); got {type(job).__name__}")
     if (checkpoint_dir is None) != (save_every is None):
         raise ValueError("give both checkpoint_dir and save_every, or neither")
+    if checkpoint_dir is not None and (isinstance(checkpoint_dir, bool) or not isinstance(checkpoint_dir, (
+            str, os.PathLike)) or not str(checkpoint_dir)):
+        raise TypeError(f"checkpoint_dir must be a non-empty directory path; got {checkpoint_dir!r}")
+    job = dataclasses.replace(job, memory=MemoryLedger(job.flat.n_ranks))  # every run records its own memory
     writer = None
     if checkpoint_dir is not None:
         writer = CheckpointWriter(checkpoint_dir, save_every, stage, job)
