@@ -122,11 +122,15 @@ def stream_rates(nbytes: int, repeats: int, threads: int) -> dict:
             "copy_Bps": calls["copy"][1] / t["copy"].median, "add_Bps": calls["add"][1] / t["add"].median}
 
 
+# end state (a schedule's postcondition) -> (buffers of S·e moved as a function of N, STREAM rate): module doc
+_FLOORS = {"reduced-own": (lambda n: 2 * n - 1, "add"), "gathered": (lambda n: n, "copy"),
+           "reduced-all": (lambda n: 2 * n, "add")}
+
+
 def floor_bytes(op: str, n: int, padded: int, itemsize: int) -> tuple[int, str]:
     """(bytes, "add" or "copy"): the least traffic for ``op``'s end state and the STREAM rate it runs at."""
-    per_rank = padded * itemsize
-    return {"reduce-scatter": ((2 * n - 1) * per_rank, "add"), "all-gather": (n * per_rank, "copy"),
-            "all-reduce": (2 * n * per_rank, "add")}[op]
+    buffers, rate = _FLOORS[algorithms.build(op, 1).final]  # the collective's postcondition
+    return buffers(n) * padded * itemsize, rate
 
 
 def schedule_model_bytes(schedule: Schedule, chunk: int, itemsize: int) -> int:

@@ -2,7 +2,7 @@
 
 Every subcommand takes ``--json``. Bad input prints one line ``ringemu: error: ...`` and exits 2.
 
-Wiring. ``ringemu``'s own groups (``demo``, ``run``, ``trace``, ``count``; ``bench``) are plain imports below.
+Wiring. ``ringemu``'s own groups (``demo``, ``run``, ``trace``, ``count``; ``bench``; ``compare``) are plain imports below.
 Packages built *on top of* ringemu (the ZeRO stages, the proofs) plug their commands in through the entry-point
 group :data:`ENTRY_POINT_GROUP`, declared in ``setup.cfg`` under ``[options.entry_points]``; each entry names a
 module that defines ``register(subparsers)``. ringemu itself never imports those packages (the arrow points from
@@ -20,13 +20,13 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import bench_command, commands
+from . import audit_command, bench_command, commands, compare_command
 from .backends.emulator import RankFailure
 
 __all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
 ENTRY_POINT_GROUP = "ringemu.commands"
-_BUILT_IN = (commands, bench_command)  # demo, run, trace, count; bench
+_BUILT_IN = (commands, bench_command, compare_command, audit_command)  # demo, run, trace, count; bench; compare; audit
 _SOURCE_SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
 
 

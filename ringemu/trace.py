@@ -55,8 +55,15 @@ class Trace:
 
     @property
     def final(self) -> np.ndarray:
-        """Every rank's padded buffer after the last step."""
+        """Every rank's padded buffer after the last step (in the schedule's chunk layout)."""
         return (self.steps[-1] if self.steps else self.initial).buffers
+
+    @property
+    def result(self) -> np.ndarray:
+        """Every rank's (numel,) buffer after the last step, padding removed: what the collective returns for an
+        all-reduce or all-gather, whatever the algorithm's chunking (``final[:, :numel]`` only for the plain
+        layout)."""
+        return self.layout.unpad(self.final)
 
     def as_dict(self) -> dict:
         """A JSON-ready dict (values as Python ints for whole numbers, floats otherwise)."""

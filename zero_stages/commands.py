@@ -14,7 +14,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
-from ringemu.backends.base import communicator_algorithms
+from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
 from ringemu.checks import parse_number
 from ringemu.units import GB, format_gb
@@ -117,7 +117,7 @@ def register(subparsers) -> None:
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process) or torch (N gloo processes on 127.0.0.1, checked against the emulator)")
     _algorithm_argument(z)
-    z.add_argument("--torch-algorithm", choices=("native", *communicator_algorithms()), default=None,
+    z.add_argument("--torch-algorithm", choices=(NATIVE, *communicator_algorithms()), default=None,
                    help="torch backend: a registry schedule over send/recv (default: --algorithm, the emulator's "
                         "summation order), or native, the engine's own collectives (gloo's order)")
     z.add_argument("--timeout", type=_positive("number of seconds"), default=None,

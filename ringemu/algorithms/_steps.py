@@ -5,49 +5,64 @@ import numpy as np
 
 from ..schedule import Schedule, new_table
 
-__all__ = ["Steps", "pow2_below", "fold_map"]
+__all__ = ["Steps", "stable_order", "pow2_below", "fold_map"]
 
 
 class Steps:
     """Collects the transfers of consecutive steps; :meth:`schedule` returns them as a :class:`Schedule`.
 
     Within a step, rows keep the order in which they were added: additions into one (dst, chunk) are applied in
-    that order. An empty step is dropped (it would cost an α for nothing).
+    that order. An empty step is dropped (it would cost an α for nothing). Columns are kept as separate arrays and
+    written once into the column-major table.
     """
 
     def __init__(self) -> None:
-        self._parts: list[np.ndarray] = []
+        self._parts: list[tuple[np.ndarray, ...]] = []  # (step, src, dst, chunk, op) columns
         self.n_steps = 0
 
     def add_step(self, *transfers: tuple) -> None:
         """One step: each transfer is (src, dst, chunk, op), each field an int or an int array (broadcast)."""
-        rows = []
-        for src, dst, chunk, op in transfers:
-            cols = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in (src, dst, chunk, op)))
-            if cols[0].size:
-                rows.append(np.stack([np.full(cols[0].size, self.n_steps, dtype=np.int64)]
-                                     + [c.reshape(-1) for c in cols], axis=1))
-        if rows:
-            self._parts.append(np.concatenate(rows))
+        cols: list[list[np.ndarray]] = [[], [], [], []]
+        for transfer in transfers:
+            fields = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in transfer))
+            if fields[0].size:
+                for k in range(4):
+                    cols[k].append(fields[k].reshape(-1))
+        if cols[0]:
+            joined = [np.concatenate(c) for c in cols]
+            self._parts.append((np.full(joined[0].size, self.n_steps, dtype=np.int64), *joined))
             self.n_steps += 1
 
-    def add_rows(self, rows: np.ndarray) -> None:
-        """Several steps at once: ``rows`` (T, 5) with step numbers from 0, renumbered after the steps so far;
-        rows are stably sorted by step."""
-        if rows.shape[0] == 0:
+    def add_columns(self, step, src, dst, chunk, op) -> None:
+        """Several steps at once, as five equal-length int64 columns with step numbers from 0: rows are stably
+        sorted by step, empty steps dropped, and steps renumbered after the steps so far."""
+        step = np.asarray(step, dtype=np.int64)
+        if step.size == 0:
             return
-        rows = rows[np.argsort(rows[:, 0], kind="stable")].copy()
-        used, rows[:, 0] = np.unique(rows[:, 0], return_inverse=True)
-        rows[:, 0] += self.n_steps
-        self._parts.append(rows)
-        self.n_steps += int(used.size)
+        order = stable_order(step)
+        present = np.bincount(step) > 0
+        renumber = np.cumsum(present) - 1 + self.n_steps
+        self._parts.append((renumber[step[order]],) + tuple(np.asarray(c, dtype=np.int64)[order]
+                                                              for c in (src, dst, chunk, op)))
+        self.n_steps += int(present.sum())
 
     def schedule(self, name: str, n_ranks: int, n_chunks: int, initial: str, final: str,
                  exchange: bool = False) -> Schedule:
-        rows = np.concatenate(self._parts) if self._parts else np.zeros((0, 5), dtype=np.int64)
-        table = new_table(rows.shape[0])
-        table[...] = rows
+        table = new_table(sum(part[0].size for part in self._parts))
+        at = 0
+        for part in self._parts:
+            for k in range(5):
+                table[at:at + part[0].size, k] = part[k]
+            at += part[0].size
         return Schedule(name, n_ranks, n_chunks, self.n_steps, table, initial, final, exchange)
+
+
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for small non-negative int keys (step numbers), by a radix sort on
+    16-bit keys where they fit (O(T) instead of a merge sort of millions of rows)."""
+    if keys.size and int(keys.max()) < 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    return np.argsort(keys, kind="stable")
 
 
 def pow2_below(n: int) -> int:

@@ -3,7 +3,7 @@
 ``gloo`` (torch 2.13's ProcessGroupGloo on CPU): its all-reduce and all-gather are rings, but its
 ``reduce_scatter_tensor`` is an all-reduce of the whole buffer after which each rank keeps its own chunk, so it
 sends 2(N-1)/N·S per rank: 2.00× a ring reduce-scatter (the project's observed-bytes measurement of torch's gloo,
-``ringemu.backends.wire_bytes``). That is why ZeRO's gradient traffic is 2.0× DP's on gloo and 1.5× on a true
+``zero_stages/torch/wire_bytes.py``). That is why ZeRO's gradient traffic is 2.0× DP's on gloo and 1.5× on a true
 ring. The reduce-scatter here is the ring all-reduce keeping one's own chunk, so it adds in the ring's order.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _ar_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
     return 2 * _ring_half(n, nbytes, alpha, beta)
 
 
-_SOURCE = "torch 2.13 ProcessGroupGloo (gloo's ring all-reduce); measured with ringemu.backends.wire_bytes"
+_SOURCE = "torch 2.13 ProcessGroupGloo (gloo's ring all-reduce); measured with zero_stages/torch/wire_bytes.py"
 ALGORITHMS = (
     Algorithm("reduce-scatter", "gloo", gloo_reduce_scatter,
               "ring all-reduce, each rank keeping its own chunk: 2.00x a ring reduce-scatter's bytes",

@@ -51,14 +51,17 @@ def _span(lo: int, hi: int) -> np.ndarray:
     return np.arange(lo, hi, dtype=np.int64)
 
 
-def _fold(steps: Steps, n: int, r: int, op: int, back: bool) -> None:
-    """Even rank 2i < 2r adds its whole buffer into 2i + 1 (or, ``back``, 2i + 1 copies the result to 2i)."""
+def _fold(steps: Steps, n: int, r: int, op: int, back: bool, skip_own: bool = False) -> None:
+    """Even rank 2i < 2r adds its whole buffer into 2i + 1 (or, ``back``, 2i + 1 copies the result to 2i; with
+    ``skip_own`` every chunk but 2i's own, which an all-gather's rank 2i already holds)."""
     if r == 0:
         return
     evens = np.arange(0, 2 * r, 2, dtype=np.int64)[:, None]
     chunks = np.arange(n, dtype=np.int64)[None, :]
     src, dst = (evens + 1, evens) if back else (evens, evens + 1)
-    steps.add_step((src, dst, chunks, op))
+    src, dst, chunks = np.broadcast_arrays(src, dst, chunks)
+    keep = (chunks != dst) if skip_own else np.ones(chunks.shape, dtype=bool)
+    steps.add_step((src[keep], dst[keep], chunks[keep], op))
 
 
 def _halving(steps: Steps, n: int, active: np.ndarray, ranges) -> None:
@@ -76,11 +79,19 @@ def _halving(steps: Steps, n: int, active: np.ndarray, ranges) -> None:
         k += 1
 
 
-def _doubling(steps: Steps, active: np.ndarray, ranges) -> None:
+def _doubling_chunks(ranges, active: np.ndarray, k: int, j: int, d: int, skip_own: bool) -> np.ndarray:
+    """The chunks new rank j sends to j XOR d in the doubling step that undoes halving level k (with ``skip_own``,
+    not the receiver's own chunk, which an all-gather's receiver has had from the start)."""
+    chunks = _span(*ranges[k][j])
+    return chunks[chunks != active[j ^ d]] if skip_own else chunks
+
+
+def _doubling(steps: Steps, active: np.ndarray, ranges, skip_own: bool = False) -> None:
     p = active.size
     d, k = 1, len(ranges) - 1
     while d < p:
-        steps.add_step(*((int(active[j]), int(active[j ^ d]), _span(*ranges[k][j]), COPY) for j in range(p)))
+        steps.add_step(*((int(active[j]), int(active[j ^ d]), _doubling_chunks(ranges, active, k, j, d, skip_own),
+                          COPY) for j in range(p)))
         d *= 2
         k -= 1
 
@@ -117,8 +128,8 @@ def doubling_all_gather(n_ranks: int) -> Schedule:
     ranges = halving_ranges(n)
     steps = Steps()
     _deliver(steps, active, ranges[-1], to_owner=False)
-    _doubling(steps, active, ranges)
-    _fold(steps, n, r, COPY, back=True)
+    _doubling(steps, active, ranges, skip_own=True)
+    _fold(steps, n, r, COPY, back=True, skip_own=True)
     return steps.schedule("doubling_all_gather", n, n, "own", "gathered")
 
 
@@ -146,17 +157,27 @@ def _halving_bytes(n: int, nbytes: int) -> Fraction:
     return Fraction(total * nbytes, n)
 
 
-def _extra(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
-    """The fold (whole buffer) and the delivery (one chunk per link) of N that is not a power of two."""
-    if n == fold_map(n)[0]:
-        return Fraction(0)
-    return 2 * alpha + (nbytes + Fraction(nbytes, n)) * beta
-
-
 def _rs_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
-    """log2(N)·α + (N-1)/N·S·β for N a power of two (Thakur et al. 2005, §4.4); exact for any N."""
+    """log2(N)·α + (N-1)/N·S·β for N a power of two (Thakur et al. 2005, §4.4); exact for any N: otherwise add
+    the fold (the whole buffer, S) and the delivery (one chunk, S/N, per link)."""
     p = fold_map(n)[0]
-    return (p.bit_length() - 1) * alpha + _halving_bytes(n, nbytes) * beta + _extra(n, nbytes, alpha, beta)
+    extra = (2 * alpha + (nbytes + Fraction(nbytes, n)) * beta) if n != p else Fraction(0)
+    return (p.bit_length() - 1) * alpha + _halving_bytes(n, nbytes) * beta + extra
+
+
+def _ag_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
+    """log2(N)·α + (N-1)/N·S·β for N a power of two (Thakur et al. 2005, §4.1); exact for any N: otherwise add
+    the gathering step (one chunk, S/N, per link), the copy back (every chunk but the receiver's own), and count
+    the doubling's chunks as sent (a receiver's own chunk is not sent back to it)."""
+    p, _, active = fold_map(n)
+    if n == p:
+        return (p.bit_length() - 1) * alpha + _halving_bytes(n, nbytes) * beta
+    ranges = halving_ranges(n)
+    chunks, d, k = 0, 1, len(ranges) - 1
+    while d < p:
+        chunks += max(_doubling_chunks(ranges, active, k, j, d, True).size for j in range(p))
+        d, k = 2 * d, k - 1
+    return (p.bit_length() + 1) * alpha + Fraction(chunks * nbytes, n) * beta + nbytes * beta
 
 
 def _ar_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
@@ -176,7 +197,7 @@ ALGORITHMS = (
               _SOURCE, _ENGINES, _rs_cost),
     Algorithm("all-gather", "halving-doubling", doubling_all_gather,
               "recursive doubling: partners at distance 1, 2, ..., N/2 swap everything gathered so far",
-              _SOURCE, _ENGINES, _rs_cost),
+              _SOURCE, _ENGINES, _ag_cost),
     Algorithm("all-reduce", "halving-doubling", rabenseifner_all_reduce,
               "Rabenseifner: recursive halving reduce-scatter then recursive doubling all-gather",
               _SOURCE, _ENGINES, _ar_cost),

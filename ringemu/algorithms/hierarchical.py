@@ -5,9 +5,9 @@ rank c. Reduce-scatter inside every node (a ring over the R local ranks; local r
 shards m'·R + l), then reduce-scatter across nodes on that block (a ring over the M ranks with local rank l; node
 m ends with shard m·R + l). The all-gather runs the same two rings in reverse (across nodes, then inside), and the
 all-reduce is reduce-scatter then all-gather: inside the node, all-reduce across nodes on the shards, inside the
-node (the 2-D ring of NCCL's tree/ring hybrids and Horovod's hierarchical all-reduce; Jia et al. 2018, "Highly
-scalable deep learning training system with mixed-precision", §4.2.1). Reduce-scatter and all-reduce add in the
-same order; only the (M-1)/N·S bytes of the middle rings cross nodes, per rank and direction.
+node (Horovod's hierarchical all-reduce; Jia et al. 2018, "Highly scalable deep learning training system with
+mixed-precision: training ImageNet in four minutes", hierarchical all-reduce). Reduce-scatter and all-reduce add
+in the same order; in a reduce-scatter or all-gather each rank sends only (M-1)/N·S bytes across nodes.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def _ar_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction, *, ranks_per_
     return 2 * _pass_cost(n, nbytes, alpha, beta, ranks_per_node=ranks_per_node)
 
 
-_SOURCE = "Jia et al. 2018, §4.2.1 (hierarchical all-reduce); the 2-D ring of NCCL and Horovod"
+_SOURCE = "Jia et al. 2018 (hierarchical all-reduce); Horovod's 2-D ring"
 _ENGINES = "Horovod (HOROVOD_HIERARCHICAL_ALLREDUCE), NCCL (intra-node rings + inter-node)"
 _OPTIONS = ("ranks_per_node",)
 ALGORITHMS = (

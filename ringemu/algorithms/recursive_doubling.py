@@ -20,7 +20,7 @@ import numpy as np
 from ..schedule import ADD, COPY, Schedule, check_n_ranks
 from . import Algorithm
 from ._steps import Steps, fold_map
-from .halving_doubling import _rs_cost, doubling_all_gather
+from .halving_doubling import _ag_cost, doubling_all_gather
 
 __all__ = ["recursive_doubling_all_reduce", "recursive_doubling_reduce_scatter", "ALGORITHMS"]
 
@@ -61,7 +61,7 @@ ALGORITHMS = (
               _SOURCE, _ENGINES, _ar_cost),
     Algorithm("all-gather", "recursive-doubling", doubling_all_gather,
               "recursive doubling: partners at distance 1, 2, ..., N/2 swap everything gathered so far",
-              _SOURCE, _ENGINES, _rs_cost),
+              _SOURCE, _ENGINES, _ag_cost),
     Algorithm("all-reduce", "recursive-doubling", recursive_doubling_all_reduce,
               "partners at distance 1, 2, ..., N/2 swap whole buffers and both add: log2(N) steps",
               _SOURCE, _ENGINES, _ar_cost),

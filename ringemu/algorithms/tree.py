@@ -20,6 +20,7 @@ root (one step per level, a node forwarding its whole subtree) and the missing s
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -40,36 +41,32 @@ def _depths(n: int) -> np.ndarray:
     return np.array([(i + 1).bit_length() - 1 for i in range(n)], dtype=np.int64)
 
 
-def _tree_rows(n: int, rank_of: np.ndarray, chunk_of_segment: np.ndarray) -> np.ndarray:
-    """(step, src, dst, chunk, op) rows of the pipelined reduce + broadcast, in step order; within a step in
-    position order (so a node adds its left child before its right child)."""
+def _tree_columns(n: int, rank_of: np.ndarray, chunk_of_segment: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(step, src, dst, chunk, op) columns of the pipelined reduce + broadcast; sorted stably by step
+    (:meth:`Steps.add_columns`) they are within a step in position order, so a node adds its left child before its
+    right child."""
     if n == 1:
-        return np.zeros((0, 5), dtype=np.int64)
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(5))
     depth, big_d = _depths(n), tree_depth(n)
     child = np.arange(1, n, dtype=np.int64)  # every non-root position, in order
     parent = (child - 1) // 2
     seg = np.arange(chunk_of_segment.size, dtype=np.int64)
-    # reduce: child position i sends segment k to its parent at step k + D - depth(i)
-    up_step = seg[None, :] + big_d - depth[child][:, None]
-    # broadcast: parent position sends segment k to child i at step k + D + depth(parent)
-    down_step = seg[None, :] + big_d + depth[parent][:, None]
-    shape = up_step.shape
-    up = np.stack([up_step, np.broadcast_to(rank_of[child][:, None], shape),
-                   np.broadcast_to(rank_of[parent][:, None], shape),
-                   np.broadcast_to(chunk_of_segment[None, :], shape), np.full(shape, ADD)], axis=-1).reshape(-1, 5)
-    down = np.stack([down_step, np.broadcast_to(rank_of[parent][:, None], shape),
-                     np.broadcast_to(rank_of[child][:, None], shape),
-                     np.broadcast_to(chunk_of_segment[None, :], shape), np.full(shape, COPY)],
-                    axis=-1).reshape(-1, 5)
-    rows = np.concatenate([up, down])
-    return rows[np.argsort(rows[:, 0], kind="stable")]
+    shape = (child.size, seg.size)
+    up_step = seg[None, :] + (big_d - depth[child])[:, None]  # child i sends segment k up at k + D - depth(i)
+    down_step = seg[None, :] + (big_d + depth[parent])[:, None]  # and gets it back at k + D + depth(parent)
+    lower = np.broadcast_to(rank_of[child][:, None], shape).reshape(-1)
+    upper = np.broadcast_to(rank_of[parent][:, None], shape).reshape(-1)
+    chunk = np.broadcast_to(chunk_of_segment[None, :], shape).reshape(-1)
+    ops = np.repeat(np.array([ADD, COPY], dtype=np.int64), lower.size)
+    return (np.concatenate([up_step.reshape(-1), down_step.reshape(-1)]), np.concatenate([lower, upper]),
+            np.concatenate([upper, lower]), np.concatenate([chunk, chunk]), ops)
 
 
 def tree_all_reduce(n_ranks: int) -> Schedule:
     """Pipelined binary tree reduce + broadcast on N segments: N + 2·floor(log2 N) - 1 steps."""
     n = check_n_ranks(n_ranks)
     steps = Steps()
-    steps.add_rows(_tree_rows(n, np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64)))
+    steps.add_columns(*_tree_columns(n, np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64)))
     return steps.schedule("tree_all_reduce", n, n, "all", "reduced-all")
 
 
@@ -83,11 +80,10 @@ def double_tree_all_reduce(n_ranks: int) -> Schedule:
     (chunk 2c + 1): N + 2·floor(log2 N) - 1 steps of S/(2N) per tree link."""
     n = check_n_ranks(n_ranks)
     shards = np.arange(n, dtype=np.int64)
-    first = _tree_rows(n, shards, 2 * shards)
-    second = _tree_rows(n, n - 1 - shards, 2 * shards + 1)
-    rows = np.concatenate([first, second])
+    first = _tree_columns(n, shards, 2 * shards)
+    second = _tree_columns(n, n - 1 - shards, 2 * shards + 1)
     steps = Steps()
-    steps.add_rows(rows[np.argsort(rows[:, 0], kind="stable")])
+    steps.add_columns(*(np.concatenate([a, b]) for a, b in zip(first, second)))  # tree 0's rows first in a step
     return steps.schedule("double_tree_all_reduce", n, 2 * n, "all", "reduced-all")
 
 
@@ -136,13 +132,27 @@ def _tree_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction
     return (n + 2 * tree_depth(n) - 1) * (alpha + Fraction(nbytes, n) * beta)
 
 
+@lru_cache(maxsize=32)
+def _double_tree_load(n: int) -> int:
+    """Half-segments on the busiest link, summed over the steps of the double tree's all-reduce. The two trees
+    share some links (always for N = 2; the edge 0-2 for N = 4, ...), and while one tree reduces up such a link the
+    other broadcasts down it, so some steps carry two half-segments on one link: read from the rows, not assumed."""
+    shards = np.arange(n, dtype=np.int64)
+    first, second = _tree_columns(n, shards, 2 * shards), _tree_columns(n, n - 1 - shards, 2 * shards + 1)
+    step, src, dst = (np.concatenate([first[k], second[k]]) for k in range(3))
+    key = (step * n + src) * n + dst
+    used, count = np.unique(key, return_counts=True)
+    busiest = np.zeros(int(step.max()) + 1, dtype=np.int64)
+    np.maximum.at(busiest, used // (n * n), count)
+    return int(busiest.sum())
+
+
 def _double_tree_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
-    """(N + 2D - 1)·(α + S/(2N)·β): both trees step together on half-segments; with N = 2 both trees use the one
-    link in each direction at once, so a step carries S/N."""
+    """(N + 2D - 1)·α + L·S/(2N)·β, with L the half-segments on the busiest link summed over the steps
+    (N + 2D - 1 <= L: one half-segment per link and step where the two trees use different links)."""
     if n == 1:
         return Fraction(0)
-    per_link = Fraction(nbytes, n) if n == 2 else Fraction(nbytes, 2 * n)
-    return (n + 2 * tree_depth(n) - 1) * (alpha + per_link * beta)
+    return (n + 2 * tree_depth(n) - 1) * alpha + Fraction(_double_tree_load(n) * nbytes, 2 * n) * beta
 
 
 def _gather_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:

@@ -19,7 +19,9 @@ from ..checks import check_n_ranks
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 
-__all__ = ["Communicator", "check_algorithm", "communicator_algorithms"]
+__all__ = ["Communicator", "NATIVE", "check_algorithm", "communicator_algorithms"]
+
+NATIVE = "native"  # a real engine's own collectives (the torch backend); every other name is a registry schedule
 
 
 def communicator_algorithms() -> tuple[str, ...]:

@@ -23,7 +23,8 @@ Two kinds of algorithm:
 Either way the :class:`~ringemu.ledger.CommLedger` is filled from the registry's schedules as the emulator's is
 (the ring's for ``native``, A's otherwise), so its counts are *modelled* traffic (``traffic_source``), not bytes
 observed on the wire; for what the engine actually sends see ``zero_stages/torch/wire_bytes.py``. Every rank
-records the whole world's modelled traffic. Size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`) are only counted; nothing is sent.
+records the whole world's modelled traffic. Size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`) are only
+counted; nothing is sent.
 """
 from __future__ import annotations
 
@@ -38,11 +39,10 @@ from ..ledger import CommLedger
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
 from ..virtual import VirtualBuffer, is_virtual
-from .base import check_algorithm
+from .base import NATIVE, check_algorithm, communicator_algorithms
 
 __all__ = ["TorchCommunicator", "NATIVE", "check_torch_algorithm", "to_torch", "to_numpy"]
 
-NATIVE = "native"  # the engine's own collectives; every other name is a schedule of the registry
 
 
 def check_torch_algorithm(name: object, n_ranks: int, ranks_per_node: int | None = None) -> str:
@@ -50,10 +50,10 @@ def check_torch_algorithm(name: object, n_ranks: int, ranks_per_node: int | None
     (:func:`ringemu.backends.base.check_algorithm`); else a ValueError listing both kinds."""
     if name == NATIVE:
         return NATIVE
-    try:
-        return check_algorithm(name, n_ranks, ranks_per_node)
-    except ValueError as exc:
-        raise ValueError(f"{exc} (or {NATIVE!r}: the engine's own collectives)") from None
+    if name not in communicator_algorithms():
+        raise ValueError(f"algorithm must be {NATIVE!r} (the engine's own collectives) or one of "
+                         f"{', '.join(communicator_algorithms())}; got {name!r}")
+    return check_algorithm(name, n_ranks, ranks_per_node)
 
 # torch 2.13 renamed reduce_scatter_tensor / all_gather_into_tensor (the old names warn); same semantics
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -88,8 +88,8 @@ class TorchCommunicator:
     call under its label from the registry's schedules (modelled traffic). ``algorithm`` is ``"native"`` or a
     registry name (module doc); each call may name another with ``algorithm=``. ``ranks_per_node`` is passed to
     the hierarchical algorithms. Every rank must make the same calls in the same order, as on any real engine.
-    Unlike the emulator, an integer sum that overflows its dtype is not detected (each rank sees only its own buffer; the
-    engine wraps around).
+    Unlike the emulator, an integer sum that overflows its dtype is not detected (each rank sees only its own
+    buffer; the engine wraps around).
     """
 
     traffic_source = "modelled"  # the ledger counts the ring schedule, not the bytes the engine sent

@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from ..checks import check_n_ranks, check_timeout
 from ..ledger import CommLedger
+from .base import NATIVE
 from .emulator import RankFailure
 
 __all__ = ["TorchWorld", "communicator_from_env", "BACKENDS"]
@@ -45,7 +46,7 @@ _SILENT = "exited with code"  # how a rank that died without a report is describ
 _GRACE_S = 2.0  # seconds the other ranks get to report after the first failure, before they are killed
 
 
-def communicator_from_env(backend: str | None = None, algorithm: str = "native", ledger: CommLedger | None = None,
+def communicator_from_env(backend: str | None = None, algorithm: str = NATIVE, ledger: CommLedger | None = None,
                           timeout: float = 600.0):
     """Initialise the default process group from torchrun's environment (``RANK``, ``WORLD_SIZE``,
     ``MASTER_ADDR``, ``MASTER_PORT``, ``LOCAL_RANK``) and return this process's TorchCommunicator.
@@ -111,7 +112,7 @@ class TorchWorld:
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, backend: str = "gloo",
-                 algorithm: str = "native", timeout: float = 120.0, start_method: str | None = None):
+                 algorithm: str = NATIVE, timeout: float = 120.0, start_method: str | None = None):
         self.n_ranks = check_n_ranks(n_ranks)
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")

@@ -17,6 +17,8 @@ import argparse
 import json
 import sys
 
+from ringemu.backends.base import NATIVE, communicator_algorithms
+
 __all__ = ["main"]
 
 
@@ -28,8 +30,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--grads", choices=("model", "blocks"), default="blocks")
     parser.add_argument("--units", default=None, help="unit sizes, comma-separated")
-    parser.add_argument("--algorithm", default="native",
-                        help="native (the engine's collectives) or a ringemu algorithm name run over send/recv")
+    parser.add_argument("--algorithm", choices=(NATIVE, *communicator_algorithms()), default=NATIVE,
+                        help="native (the engine's collectives) or a ringemu algorithm run over send/recv")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: nccl if CUDA, else gloo")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", action="store_true")

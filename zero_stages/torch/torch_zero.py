@@ -22,7 +22,7 @@ import hashlib
 import numpy as np
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
-from ringemu.backends.torch_backend import NATIVE
+from ringemu.backends.base import NATIVE
 from ringemu.backends.torch_launch import TorchWorld
 from ringemu.checks import check_timeout
 from ringemu.dtypes import dtype_name
@@ -63,7 +63,7 @@ def _stage_rank(comm, stage: str, job: Job):
     return result, job.memory
 
 
-def stage_on_torch(stage: str, job: Job, backend: str = "gloo", algorithm: str = "native",
+def stage_on_torch(stage: str, job: Job, backend: str = "gloo", algorithm: str = NATIVE,
                    timeout: float = 300.0):
     """Run one stage for ``job`` on N torch processes; return its StageReport (ledgers from the ranks)."""
     name = check_stage(stage)
@@ -81,7 +81,7 @@ def digest(array) -> str | None:
 
 def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype: str = "bf16", seed: int = 0,
                       grads: str = "blocks", timeout: float = 300.0, *, unit_sizes=None, loss_scaling=None,
-                      backend: str = "gloo", algorithm: str = "native", compare_emulator: bool = True) -> dict:
+                      backend: str = "gloo", algorithm: str = NATIVE, compare_emulator: bool = True) -> dict:
     """Train ``stages`` (``"all"``, a name, or a list) on ``n_ranks`` torch processes; JSON-ready dict.
 
     Each entry of ``stages`` has the fields of ``ringemu zero --json`` (``name``, ``parity_with_dp``,

@@ -32,6 +32,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ringemu.algorithms import COLLECTIVES
 from ringemu.dtypes import resolve_dtype
 from ringemu.ledger import CommLedger
 
@@ -42,9 +43,8 @@ STAGE_PREFIX = "stage:"  # workload "stage:zero3": one training step of that sta
 # workload -> collectives per step on a flat buffer of numel elements (label, op); ZeRO §7, lesson claim C2
 WORKLOADS = {
     "barrier": (),
-    "reduce_scatter": (("rs", "reduce_scatter"),),
-    "all_gather": (("ag", "all_gather"),),
-    "all_reduce": (("ar", "all_reduce"),),
+    # one collective alone, named as the Communicator method: reduce_scatter ("rs"), all_gather, all_reduce
+    **{c.replace("-", "_"): (("".join(w[0] for w in c.split("-")), c.replace("-", "_")),) for c in COLLECTIVES},
     "dp": (("grad_all_reduce", "all_reduce"),),  # DP, ZeRO-1, ZeRO-2: 2Ψ
     "zero3": (("param_all_gather_fwd", "all_gather"), ("param_all_gather_bwd", "all_gather"),
               ("grad_reduce_scatter", "reduce_scatter")),  # ZeRO-3: 3Ψ

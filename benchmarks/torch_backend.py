@@ -1,0 +1,164 @@
+"""The "ringemu" torch.distributed backend beside torch's threaded test group and gloo processes.
+
+Measured side by side in one run (ratios only mean something within one run on a shared machine):
+* all_reduce of S fp32 per rank on N thread-ranks (or processes for gloo), median of ``--repeats`` timed calls
+  after a barrier, for S = 1 MiB, 16 MiB and 64 MiB per rank;
+* a world start: ``spawn`` of a function that returns at once, N = 8;
+* one DDP and one FSDP2 training step (Adam) of an MLP on N = 8 thread-ranks.
+torch's threaded group (``torch.testing._internal.distributed.multi_threaded_pg``) is a private testing module:
+it is used here as a peer to measure against, never by ringemu itself.
+
+    python benchmarks/torch_backend.py [--ranks 8] [--repeats 5] [--quick] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from ringemu.torch import spawn  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def _timed_all_reduce(numel: int, repeats: int):
+    def fn(rank):
+        t = torch.full((numel,), 1e-3)
+        dist.all_reduce(t)  # warm-up (kernels compiled, buffers touched)
+        samples = []
+        for _ in range(repeats):
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(t)
+            samples.append(time.perf_counter() - start)
+        return samples
+    return fn
+
+
+def _threaded_world(fn, n: int):
+    """Run fn(rank) on n threads under torch's threaded test group; return per-rank results."""
+    from torch.testing._internal.distributed import multi_threaded_pg as mt
+    world = mt._install_threaded_pg()
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)
+    store, results = dist.HashStore(), [None] * n
+
+    def worker(rank):
+        dist.init_process_group("threaded", rank=rank, world_size=n, store=store)
+        try:
+            results[rank] = fn(rank)
+        finally:
+            if world == dist.distributed_c10d._world:
+                dist.destroy_process_group()
+    try:
+        threads = [threading.Thread(target=worker, args=(r,)) for r in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        torch._C._distributed_c10d._set_thread_isolation_mode(False)
+        mt._uninstall_threaded_pg()
+        mt.ProcessLocalGroup.reset()
+    return results
+
+
+def _gloo(n: int, numel: int, repeats: int) -> float | None:
+    cmd = [sys.executable, str(HERE / "peers" / "torch_gloo.py"), "--ranks", str(n), "--numel", str(numel),
+           "--repeats", str(repeats)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if done.returncode:
+        return None
+    rows = json.loads(done.stdout.strip().splitlines()[-1])["rows"]
+    row = rows["all-reduce"] if isinstance(rows, dict) else next(r for r in rows if r.get("op") == "all-reduce")
+    return row.get("median_s", row.get("median"))
+
+
+def _mlp(width: int, depth: int) -> nn.Module:
+    gen = torch.Generator().manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(width, width) for _ in range(depth)])
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+    return model
+
+
+def _training_step(kind: str, width: int, depth: int, repeats: int):
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    def fn(rank):
+        model = _mlp(width, depth)
+        if kind == "ddp":
+            model = DistributedDataParallel(model)
+        else:
+            for layer in model:
+                fully_shard(layer)
+            fully_shard(model)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        gen = torch.Generator().manual_seed(rank)
+        x = torch.randn(8, width, generator=gen)
+        samples = []
+        for step in range(repeats + 2):  # two warm-up steps (DDP rebuilds its buckets at step 2)
+            dist.barrier()
+            start = time.perf_counter()
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+            if step >= 2:
+                samples.append(time.perf_counter() - start)
+        return samples
+    return fn
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--quick", action="store_true", help="1 MiB only, no gloo, a small model")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = p.parse_args()
+    n, reps = args.ranks, args.repeats
+    sizes = [1 << 18] if args.quick else [1 << 18, 1 << 22, 1 << 24]  # fp32 elements per rank: 1, 16, 64 MiB
+    out = {"ranks": n, "torch": torch.__version__, "all_reduce": [], "training": []}
+    print(f"all_reduce, fp32, {n} ranks: median seconds of {reps} calls (speed-up of ringemu in brackets)")
+    for numel in sizes:
+        ours = statistics.median(spawn(_timed_all_reduce(numel, reps), n).results[0])
+        threaded = statistics.median(_threaded_world(_timed_all_reduce(numel, reps), n)[0])
+        gloo = None if args.quick else _gloo(n, numel, reps)
+        row = {"mib_per_rank": numel * 4 / 2 ** 20, "ringemu": ours, "threaded": threaded, "gloo": gloo}
+        out["all_reduce"].append(row)
+        gloo_text = f"gloo {gloo:.4f} ({gloo / ours:.1f}x)" if gloo else "gloo -"
+        print(f"  {row['mib_per_rank']:5.0f} MiB: ringemu {ours:.4f}  threaded {threaded:.4f} "
+              f"({threaded / ours:.1f}x)  {gloo_text}")
+    starts = []
+    for _ in range(reps):
+        begin = time.perf_counter()
+        spawn(lambda rank: None, n)
+        starts.append(time.perf_counter() - begin)
+    out["world_start_s"] = statistics.median(starts)
+    print(f"world start, {n} ranks: {out['world_start_s'] * 1e3:.1f} ms (median of {reps})")
+    width, depth = (256, 4) if args.quick else (1024, 4)
+    for kind in ("ddp", "fsdp2"):
+        ours = statistics.median(spawn(_training_step(kind, width, depth, reps), n).results[0])
+        threaded = statistics.median(_threaded_world(_training_step(kind, width, depth, reps), n)[0])
+        out["training"].append({"kind": kind, "width": width, "depth": depth, "ringemu": ours, "threaded": threaded})
+        print(f"{kind} step, {depth} x Linear({width}, {width}), {n} ranks: ringemu {ours:.4f} s  threaded "
+              f"{threaded:.4f} s ({threaded / ours:.1f}x)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""``ringemu audit torch --script FILE.py --ranks N [--algorithm A] [--steps K] [--json]``.
+
+Runs a user's PyTorch training script (its own sharding, e.g. FSDP2) and DDP on N thread-ranks under the
+``"ringemu"`` torch.distributed backend (:mod:`ringemu.torch`) and prints, for the last step, every collective
+call by label with the bytes the busiest rank sent, the ratio to DDP, and each departure from 3/2 in bytes.
+Needs the ``torch`` extra; torch is imported only when the command runs.
+"""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+from .algorithms import DEFAULT_ALGORITHM, names
+from .checks import check_int
+
+__all__ = ["register", "cmd_audit"]
+
+MAX_AUDIT_RANKS = 64  # thread-ranks running real PyTorch models in one process
+
+
+def register(subparsers) -> None:
+    """Add ``audit`` (with its one target, ``torch``) to the ``ringemu`` dispatcher."""
+    p = subparsers.add_parser("audit", help="traffic of a PyTorch training script on N thread-ranks, beside DDP")
+    p.add_argument("target", choices=("torch",), help="the engine whose code is audited (torch)")
+    p.add_argument("--script", required=True, metavar="FILE.py",
+                   help="defines make_model(rank), wrap(model), batch(rank, step), loss(output, target)")
+    p.add_argument("--ranks", type=int, required=True, help=f"number of thread-ranks N, 1..{MAX_AUDIT_RANKS}")
+    p.add_argument("--algorithm", default=DEFAULT_ALGORITHM, choices=names("all-reduce"),
+                   help=f"collective algorithm of the backend (default {DEFAULT_ALGORITHM})")
+    p.add_argument("--steps", type=int, default=None, help="training steps, >= 3 (default: the script's STEPS, else 3); the last one is audited")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=cmd_audit)
+
+
+def _num(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value} B"
+
+
+def cmd_audit(args) -> int:
+    n = check_int(args.ranks, "--ranks", 1, MAX_AUDIT_RANKS)
+    try:
+        from .torch.audit import audit_script
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"audit torch needs PyTorch ({exc.name} is missing): pip install 'ringemu[torch]'") from None
+    audit = audit_script(args.script, n, args.algorithm, args.steps)
+    if args.json:
+        print(json.dumps({
+            "ranks": n, "algorithm": audit.algorithm, "steps": audit.steps, "psi": audit.psi,
+            "ratio": str(audit.ratio), "ratio_float": float(audit.ratio),
+            "sharded_step_bytes": audit.user.step_bytes, "ddp_step_bytes": audit.ddp.step_bytes,
+            "sharded": [dict(zip(("label", "calls", "elements", "bytes", "padding_bytes"), r)) for r in audit.user.rows],
+            "ddp": [dict(zip(("label", "calls", "elements", "bytes", "padding_bytes"), r)) for r in audit.ddp.rows],
+            "departures": [{"what": w, "bytes": str(b), "why": y} for w, b, y in audit.departures()],
+        }))
+        return 0
+    print(f"{args.script} on {n} thread-ranks, algorithm {audit.algorithm}, Ψ = {audit.psi:,} parameters; "
+          f"the last of {audit.steps} steps (bytes the busiest rank sent)")
+    for run in (audit.user, audit.ddp):
+        print(f"{run.name}: {run.step_bytes:,} B per rank per step")
+        for label, calls, elements, nbytes, padding in run.rows:
+            print(f"  {label:<78} {calls:>3} calls {elements:>12,} elements {nbytes:>14,} B  (ring padding {padding:,} B)")
+    if audit.ddp.step_bytes == 0:
+        print("no traffic with one rank: nothing to compare")
+        return 0
+    print(f"ratio to DDP: {audit.ratio} = {float(audit.ratio):.4f} (3/2 for a ZeRO-3 style sharding on a ring)")
+    excess = audit.user.step_bytes - Fraction(3, 2) * audit.ddp.step_bytes
+    print(f"departure from 3/2 x DDP: {excess} B, made of:")
+    for what, nbytes, why in audit.departures():
+        print(f"  {what:<24} {nbytes} B  ({why})")
+    return 0

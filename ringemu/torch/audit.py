@@ -1,0 +1,156 @@
+"""``ringemu audit torch``: a user's training script on N thread-ranks, its traffic beside DDP's, from the ledger.
+
+The script (see ``examples/fsdp2_mlp.py``) defines ``make_model(rank)``, ``wrap(model)``, ``batch(rank, step)``,
+``loss(output, target)`` and optionally ``STEPS`` (default 3). The audit trains ``wrap(make_model(rank))`` and
+``DistributedDataParallel(make_model(rank))`` with Adam for the same steps under the ``"ringemu"`` backend and
+reads, for the last (steady) step, every collective call from each run's :class:`~ringemu.ledger.CommLedger`.
+
+FSDP-style sharding should cost 3/2 of DDP per step on a ring (ZeRO-3, the lesson's claim C3): an all-gather in
+forward, one in backward and a reduce-scatter, each a pass over Ψ, against DDP's all-reduce, two passes. The
+report names every departure in bytes, measured: each pass's bytes minus half of DDP's, with the element counts
+that explain it — elements beyond Ψ (the sharding's own padding), elements gathered in forward but not again
+in backward (modules kept unsharded after forward, such as the root), and the ring's padding to N chunks.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from ..ledger import CommLedger
+from .launcher import spawn
+
+__all__ = ["AuditRun", "Audit", "audit_script", "load_script"]
+
+_NEEDED = ("make_model", "wrap", "batch", "loss")
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """One run's last step: per label (call, elements moved, bytes the busiest rank sent, ring padding bytes)."""
+
+    name: str
+    rows: tuple[tuple[str, int, int, int, int], ...]  # label, calls, elements, max bytes sent per rank, padding B
+    step_bytes: int  # the busiest rank's bytes sent in the step
+    ledger: CommLedger
+
+    def elements(self, collective: str, backward: bool | None = None) -> int:
+        return sum(r[2] for r in self.rows if r[0].startswith(collective + ":")
+                   and (backward is None or r[0].endswith("(backward)") == backward))
+
+    def bytes_of(self, collective: str, backward: bool | None = None) -> int:
+        return sum(r[3] for r in self.rows if r[0].startswith(collective + ":")
+                   and (backward is None or r[0].endswith("(backward)") == backward))
+
+
+@dataclass(frozen=True)
+class Audit:
+    n_ranks: int
+    algorithm: str
+    steps: int
+    psi: int  # parameters of the model
+    user: AuditRun
+    ddp: AuditRun
+
+    @property
+    def ratio(self) -> Fraction:
+        return Fraction(self.user.step_bytes, self.ddp.step_bytes) if self.ddp.step_bytes else Fraction(0)
+
+    def departures(self) -> list[tuple[str, int | Fraction, str]]:
+        """(what, bytes, why) for each pass of the sharded run against half of DDP's step: the bytes beyond it,
+        and the element counts behind them (read from the ledger's collective sizes)."""
+        half = Fraction(self.ddp.step_bytes, 2)
+        fwd = self.user.elements("all_gather", backward=False)
+        bwd = self.user.elements("all_gather", backward=True)
+        rs = self.user.elements("reduce_scatter")
+
+        def extra(collective, backward=None):
+            value = self.user.bytes_of(collective, backward) - half
+            return int(value) if value.denominator == 1 else value
+
+        kept = fwd - bwd  # gathered for forward and kept: not gathered again for backward
+        out = [
+            ("all_gather in forward", extra("all_gather", False),
+             f"{fwd:,} elements against Ψ = {self.psi:,}: {fwd - self.psi:,} elements of padding"),
+            ("all_gather in backward", extra("all_gather", True),
+             f"{bwd:,} elements: {fwd - self.psi:,} of padding, less {kept:,} gathered in forward and kept "
+             f"(modules not resharded after forward, such as the root)"),
+            ("reduce_scatter", extra("reduce_scatter"),
+             f"{rs:,} elements against Ψ = {self.psi:,}: {rs - self.psi:,} elements of padding"),
+        ]
+        other = self.user.step_bytes - sum(self.user.bytes_of(c) for c in ("all_gather", "reduce_scatter"))
+        if other:
+            out.append(("other collectives", other, "calls that are neither all_gather nor reduce_scatter"))
+        return out
+
+
+def load_script(path: str | Path):
+    """Import the training script; a clear error if it lacks a function the audit calls."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--script: no such file {str(path)!r}")
+    spec = importlib.util.spec_from_file_location(f"ringemu_audit_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    missing = [name for name in _NEEDED if not callable(getattr(module, name, None))]
+    if missing:
+        raise ValueError(f"--script {path}: must define {', '.join(_NEEDED)}; missing {', '.join(missing)}")
+    return module
+
+
+def _train(script, steps: int, use_ddp: bool, marks: list[int], ledger: CommLedger):
+    def fn(rank: int):
+        model = script.make_model(rank)
+        model = DistributedDataParallel(model) if use_ddp else script.wrap(model)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for step in range(steps):
+            if rank == 0:  # every earlier collective has completed: rank 0 took part in it
+                marks.append(len(ledger.records))
+            x, y = script.batch(rank, step)
+            value = script.loss(model(x), y)
+            opt.zero_grad()
+            value.backward()
+            opt.step()
+        if rank == 0:
+            marks.append(len(ledger.records))  # the end of the last step: what follows is the audit's own
+        params = model.module.parameters() if use_ddp else model.parameters()
+        return [p.full_tensor().detach().clone() if hasattr(p, "full_tensor") else p.detach().clone()
+                for p in params]
+    return fn
+
+
+def _run(name: str, script, n: int, steps: int, algorithm: str, use_ddp: bool) -> tuple[AuditRun, list]:
+    ledger, marks = CommLedger(), []
+    result = spawn(_train(script, steps, use_ddp, marks, ledger), n, algorithm=algorithm, ledger=ledger)
+    last = ledger.records[marks[-2]:marks[-1]]  # the last step: steady state
+    step = CommLedger()
+    rows: dict[str, list[int]] = {}
+    for rec in last:
+        step.records.append(rec)
+        one = CommLedger()
+        one.records.append(rec)
+        row = rows.setdefault(rec.label, [0, 0, 0, 0])
+        row[0] += 1
+        row[1] += rec.layout.numel
+        row[2] += max((t.sent.bytes for t in one.per_rank()), default=0)
+        row[3] += max((t.sent.padding_bytes for t in one.per_rank()), default=0)
+    step_bytes = max((t.sent.bytes for t in step.per_rank()), default=0)
+    run = AuditRun(name, tuple((label, *vals) for label, vals in rows.items()), step_bytes, ledger)
+    return run, result.results
+
+
+def audit_script(path: str | Path, n_ranks: int, algorithm: str = "ring", steps: int | None = None) -> Audit:
+    """Run the script's sharding and DDP on ``n_ranks`` thread-ranks; see the module doc."""
+    script = load_script(path)
+    steps = getattr(script, "STEPS", 3) if steps is None else steps
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 3 <= steps <= 1000:
+        raise ValueError(f"steps must be an integer in 3..1000 (the last step is audited: DDP rebuilds its "
+                         f"buckets at the start of step 2); got {steps!r}")
+    psi = sum(p.numel() for p in script.make_model(0).parameters())
+    user, _ = _run("sharded", script, n_ranks, steps, algorithm, use_ddp=False)
+    ddp, _ = _run("ddp", script, n_ranks, steps, algorithm, use_ddp=True)
+    return Audit(n_ranks, algorithm, steps, psi, user, ddp)

@@ -1,0 +1,164 @@
+"""`ringemu compare`: every catalog algorithm in one table, the lesson's ring numbers, the crossover sweep, bad input.
+
+Expected values: the lesson's claims C4 (97.2 GB per card, exactly 97,234,997,832 B for Ψ = 27,781,427,952 bf16
+on 8 ranks) and C6 (1.94 s at 50 GB/s), printed in claims.md; and the textbook formulas written out in the tests.
+"""
+import json
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ringemu import algorithms
+from ringemu.cli import main
+from ringemu.compare import compare, sweep, sweep_sizes
+from ringemu.topology import LinkClass, Topology
+from ringemu.units import round_half_up
+
+PSI = 27_781_427_952  # the lesson's anchor model, parameters
+ANCHOR = ["compare", "--op", "all-reduce", "--ranks", "8", "--numel", str(PSI), "--dtype", "bf16", "--nodes", "8"]
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_done_when_the_lesson_anchor_on_eight_nodes(capsys):
+    code, out, err = run_cli(capsys, *ANCHOR)
+    assert code == 0 and err == ""
+    for name in algorithms.names("all-reduce"):  # every algorithm: a row, or named on the "not run" line
+        assert f" {name} " in out or f"{name} (" in out
+    ring_row = next(line for line in out.splitlines() if line[2:].startswith("ring "))
+    assert "97,234,997,832" in ring_row and "1.945 s" in ring_row  # claims C4 and C6
+    d = json.loads(run_cli(capsys, *ANCHOR, "--json")[1])
+    ring = next(r for r in d["rows"] if r["algorithm"] == "ring")
+    assert ring["max_bytes_per_rank"] == 97_234_997_832
+    assert ring["bytes_per_class"] == {"NVLink": 0, "InfiniBand": 8 * 97_234_997_832}  # one rank per node
+    assert round_half_up(Fraction(ring["seconds_exact"]), 3) == Fraction("1.945")
+    shown = {r["algorithm"] for r in d["rows"]} | {u["algorithm"] for u in d["unsupported"]}
+    assert shown == set(algorithms.names("all-reduce"))
+
+
+def test_zero_latency_ring_is_the_lessons_division(capsys):
+    # with α = 0 the ring's time is exactly bytes per rank / 50 GB/s = 97,234,997,832 / (50·10^9) s (claim C6)
+    d = json.loads(run_cli(capsys, *ANCHOR, "--inter-latency-us", "0", "--json")[1])
+    ring = next(r for r in d["rows"] if r["algorithm"] == "ring")
+    assert Fraction(ring["seconds_exact"]) == Fraction(97_234_997_832, 50 * 10 ** 9)
+    assert ring["busbw_GBps"] == 50.0  # ring at zero latency: busbw is the link bandwidth (nccl-tests' point)
+
+
+@given(n=st.integers(1, 20), nodes=st.sampled_from([1, 2]), numel=st.integers(0, 10 ** 7))
+def test_rows_match_the_registry(n, nodes, numel):
+    if n % nodes:
+        nodes = 1
+    result = compare("all-reduce", Topology.from_nodes(n, nodes), numel, "fp32")
+    runnable = [a for a in algorithms.names("all-reduce") if algorithms.algorithm("all-reduce", a).unsupported(n)
+                is None]
+    assert [r.name for r in result.rows] == runnable
+    assert [a for a, _ in result.unsupported] == [a for a in algorithms.names("all-reduce") if a not in runnable]
+    best = min(r.seconds for r in result.rows)
+    assert result.fastest and all(r.seconds >= best for r in result.rows)
+    for r in result.rows:
+        assert sum(r.class_bytes.values()) == r.total_bytes and r.max_rank_bytes <= r.total_bytes
+
+
+def test_sweep_finds_the_crossover_of_recursive_doubling_and_halving_doubling():
+    # one class, α = 1 s, 1 B/s, fp16 (2 B), N = 4, ports. By hand (c = ceil(S/4) elements per chunk):
+    # recursive doubling, 2 steps of the whole buffer: 2·(1 + 2S); halving-doubling, steps of 2, 1, 1, 2 chunks:
+    # 4 + 12c; ring, 6 steps of one chunk: 6·(1 + 2c).
+    topology = Topology.uniform(4, LinkClass("link", 1, 1))
+    doubling = lambda s: 2 * (1 + 2 * s)
+    halving = lambda s: 4 + 12 * -(-s // 4)
+    ring = lambda s: 6 * (1 + 2 * -(-s // 4))
+    result = sweep("all-reduce", topology, sweep_sizes(1024), "fp16")
+    for p in result.points:
+        assert (p.seconds["recursive-doubling"], p.seconds["halving-doubling"], p.seconds["ring"]) == \
+            (doubling(p.numel), halving(p.numel), ring(p.numel))
+    first = result.crossovers[0]
+    assert (first.before, first.after) == ("recursive-doubling", "halving-doubling")
+    # the first S at which halving-doubling is strictly faster, by brute force over the hand formulas
+    assert first.numel + 1 == next(s for s in range(1, 1000) if halving(s) < doubling(s)) == 4
+    for x in result.crossovers:  # each crossover holds when counted the other way, through compare()
+        assert compare("all-reduce", topology, x.numel, "fp16").fastest[0] == x.before
+        assert compare("all-reduce", topology, x.numel + 1, "fp16").fastest[0] == x.after
+
+
+def test_sweep_text_and_json(capsys):
+    argv = ["compare", "--op", "all-reduce", "--ranks", "64", "--nodes", "8", "--numel", "4194304", "--sweep"]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0 and err == "" and "crossover" in out
+    d = json.loads(run_cli(capsys, *argv, "--json")[1])
+    assert [p["numel"] for p in d["points"]] == [2 ** k for k in range(23)]
+    for x in d["crossovers"]:
+        before = compare("all-reduce", Topology.from_nodes(64, 8), x["numel"], "bf16").fastest
+        after = compare("all-reduce", Topology.from_nodes(64, 8), x["numel"] + 1, "bf16").fastest
+        assert before[0] == x["before"] and after[0] == x["after"]
+
+
+def test_sweep_sizes():
+    assert sweep_sizes(10) == [1, 2, 4, 8, 10] and sweep_sizes(8) == [1, 2, 4, 8] and sweep_sizes(0) == []
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--nodes", "3"], "n_nodes must divide n_ranks"),
+    (["--nodes", "0"], "n_nodes must be an integer >= 1"),
+    (["--inter-bandwidth", "-5"], "--inter-bandwidth"),
+    (["--inter-bandwidth", "0"], "--inter-bandwidth must be > 0"),
+    (["--intra-bandwidth", "1e999999999"], "exponent within"),
+    (["--inter-latency-us", "1e999999999"], "exponent within"),
+    (["--inter-latency-us", "-1"], "--inter-latency-us"),
+    (["--numel", "1e999999999"], "--numel"),
+    (["--numel", str(2 ** 63)], "numel must be below 2**63"),
+    (["--ranks", "100000", "--nodes", "1"], "ranks must be <= 1024"),
+    (["--dtype", "complex64"], "dtype"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, extra, message):
+    argv = ["compare", "--op", "all-reduce", "--ranks", "8", "--numel", "100", *extra]
+    try:
+        code = main(argv)
+    except SystemExit as refused:  # argparse's own refusal (a non-integer --numel) exits the same way
+        code = refused.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("ringemu: error:") and err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("nodes, inter_per_element", [(8, 14), (4, 6), (2, 2)])
+def test_hierarchical_ring_is_built_for_the_topologys_nodes(nodes, inter_per_element):
+    # 64 ranks, R = 64/nodes per node. The hierarchical ring reduce-scatters inside each node (NVLink), then each
+    # rank all-reduces its 1/R shard on a ring of the `nodes` ranks with its local index (InfiniBand): it sends
+    # 2(nodes-1)/nodes · S/R elements across nodes. Summed over 64 ranks that is 2(nodes-1)·S elements:
+    # 14·S for 8 nodes, 6·S for 4, 2·S for 2 (S a multiple of 64·64, so no padding anywhere).
+    numel = 64 * 64 * 3
+    result = compare("all-reduce", Topology.from_nodes(64, nodes), numel, "bf16")
+    row = next(r for r in result.rows if r.name == "hierarchical-ring")
+    assert row.class_bytes["InfiniBand"] == inter_per_element * numel * 2
+    assert row.slowest_class_bytes == row.class_bytes["InfiniBand"]
+
+
+def test_one_rank_has_nothing_to_send(capsys):
+    result = compare("all-reduce", Topology(1, 1), 10, "fp32")
+    assert {r.seconds for r in result.rows} == {0} and all(r.busbw is None for r in result.rows)
+    assert result.fastest == tuple(r.name for r in result.rows)
+    code, out, _ = run_cli(capsys, "compare", "--op", "all-reduce", "--ranks", "1", "--numel", "10")
+    assert code == 0 and "0 s" in out
+
+
+def test_the_table_names_algorithms_that_do_not_support_n():
+    # every entry of today's catalog runs on every N, so the "not run" line is checked on a hand-made comparison
+    from ringemu.compare import Comparison
+    from ringemu.compare_command import _table_lines
+    shown = Comparison("all-reduce", Topology(4, 1), 8, "fp32", Fraction(3, 2), (),
+                       (("some-algorithm", "needs N a power of two"),))
+    assert _table_lines(shown)[-1] == "not run on this N: some-algorithm (needs N a power of two)"
+
+
+@given(numel=st.integers(0, 10 ** 6), nodes=st.sampled_from([1, 2, 3, 6]))
+def test_sweep_prices_what_compare_counts(numel, nodes):
+    # the sweep builds each schedule once and re-prices it per size; compare runs the public collectives on
+    # size-only buffers per size: both must give the same time for every algorithm
+    topology = Topology.from_nodes(12, nodes)
+    point = sweep("all-reduce", topology, [numel], "fp16").points[0]
+    table = compare("all-reduce", topology, numel, "fp16")
+    assert point.seconds == {r.name: r.seconds for r in table.rows}
