@@ -23,7 +23,8 @@ from ringemu.dtypes import dtype_name, resolve_dtype
 from ringemu.virtual import VirtualBuffer, is_virtual
 
 __all__ = ["WEIGHT16_BYTES", "GRAD16_BYTES", "K_BYTES", "FP32_BYTES", "BYTES_PER_PARAMETER", "WIRE_DTYPES",
-           "LOSS_SCALING_KINDS", "MAX_LOSS_SCALE", "LossScaling", "LossScaler", "check_wire_dtype", "default_loss_scaling"]
+           "LOSS_SCALING_KINDS", "MAX_LOSS_SCALE", "LossScaling", "LossScaler", "check_wire_dtype",
+           "default_loss_scaling"]
 
 WEIGHT16_BYTES = 2  # fp16/bf16 weight, ZeRO §3.1
 GRAD16_BYTES = 2  # fp16/bf16 gradient, ZeRO §3.1
