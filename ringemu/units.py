@@ -25,6 +25,8 @@ def _exact(value: object, name: str) -> Fraction:
         raise TypeError(f"{name} must be an exact number (int or Fraction); got {value!r} ({type(value).__name__})")
     if isinstance(value, (float, np.floating)) and not math.isfinite(value):
         raise ValueError(f"{name} must be finite; got {value!r}")
+    if isinstance(value, (np.integer, np.floating)):  # Fraction takes Python numbers only
+        value = value.item()
     return Fraction(value)
 
 
