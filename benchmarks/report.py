@@ -83,11 +83,59 @@ def zero_table(d: dict) -> list[str]:
     return out
 
 
+def scale_tables(sc: dict) -> list[str]:
+    """The scale section: the size-only growth grid, the emulated world's latency, the parity rate, the public API
+    beside the kernel and the tuned constants."""
+    grid = sc["size_only_grid"]
+    ranks = sorted({r["ranks"] for r in grid})
+    units = sorted({r["units"] for r in grid})
+    cell = {(r["ranks"], r["units"]): r for r in grid}
+    out = [f"`ringemu memory --units <k × {grid[0]['unit_params']:,}> --ranks N` in a child process each: wall s / "
+           "CPU s / peak RSS MB (start-up included)", "",
+           "| N \\ units | " + " | ".join(str(u) for u in units) + " |", "|---|" + "---:|" * len(units)]
+    def text(c: dict) -> str:
+        return f"{c['wall_s']:.2f} / {c['cpu_s']:.2f} / {(c['peak_rss_bytes'] or 0) / 1e6:.0f}"
+
+    for n in ranks:
+        out.append(f"| {n} | " + " | ".join(text(cell[(n, u)]) for u in units) + " |")
+    lg = sc["lesson_grid"]
+    out += ["", f"Whole lesson grid (N = 1, 2, …, 1024 × {len(lg['stages'])} stages, {lg['units']} units): "
+            f"{lg['wall_s']:.2f} s in one process.", "",
+            "| N | direct `all_reduce` | EmulatedWorld, greenlets | EmulatedWorld, threads | torch threaded PG |",
+            "|---:|---:|---:|---:|---:|"]
+    for row in sc["latency"]:
+        s, x = row["seconds"], row["x_direct"]
+        torch = f"{row['torch_threaded_s'] * 1e6:.0f} µs" if row.get("torch_threaded_s") else "-"
+        out.append(f"| {row['ranks']} | {s['direct'] * 1e6:.0f} µs | "
+                   f"{s['greenlet'] * 1e6:.0f} µs ({x['greenlet']:.2f}×) | "
+                   f"{s['threads'] * 1e6:.0f} µs ({x['threads']:.2f}×) | {torch} |")
+    p = sc["parity"]
+    out += ["", f"Hypothesis parity run (ZeRO-3 vs DP, N ≤ 8, default model, 2 steps): {p['examples']} examples, "
+            f"{p['examples_per_s_wall']:.0f}/s of wall time, {p['examples_per_s_cpu']:.0f}/s of CPU time.", ""]
+    api = sc["api"]
+    out += [f"Ring all-reduce, N = {api['ranks']}, S = {api['numel']:,} fp32 "
+            f"({api['world_bytes'] / 2**20:.0f} MiB):", "",
+            "| call | ms | × kernel in place |", "|---|---:|---:|"]
+    out += [f"| {k} | {v * 1e3:.1f} | {api['x_kernel'][k]:.2f} |" for k, v in api["seconds"].items()]
+    c = sc["constants"]
+    out += ["", f"Tuned constants (in-place fused all-reduce, N = {c['ranks']}, S = {c['numel']:,} fp32; default "
+            f"tile {c['default_tile']} elements): " + ", ".join(f"{k} {v:.2f}×" for k, v in c["x_defaults"].items()),
+            "", f"Load average {sc['load_average_start'][0]:.1f} at the start, {sc['load_average_end'][0]:.1f} at "
+            "the end."]
+    return out
+
+
 def main() -> None:
     d = json.load(open(sys.argv[1]))
+    if "main" not in d:  # `run.py --only-scale`
+        for title, lines in (("Targets", targets(d)), ("Scale", scale_tables(d["scale"]))):
+            print(f"### {title}\n")
+            print("\n".join(lines) + "\n")
+        return
     for title, lines in (("Targets", targets(d)), ("Collectives", main_table(d)), ("Peers", peers_table(d)),
                          ("16-bit wire types", wire16_table(d)), ("All-reduce sweep", sweep_table(d)),
-                         ("ZeRO training step", zero_table(d))):
+                         ("ZeRO training step", zero_table(d))) + ((("Scale", scale_tables(d["scale"])),)
+                                                                   if d.get("scale") else ()):
         print(f"### {title}\n")
         print("\n".join(lines) + "\n")
     m, st = d["machine"], d["startup"]

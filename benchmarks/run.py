@@ -4,12 +4,15 @@ Usage::
 
     python benchmarks/run.py [--json results.json] [--repeats 5] [--no-peers] [--no-zero]
     python benchmarks/run.py --quick          # smoke run for CI: small sizes, no peers, a few seconds
+    python benchmarks/run.py --only-scale     # the scale section (benchmarks/scale.py) and its targets
 
 One run times, on the same data and machine: the STREAM floor, ringemu fused and step, a per-rank numpy loop
 (ringemu.bench_command), then the peers that are installed, each in its own processes (benchmarks/peers/:
 torch.distributed gloo, JAX host devices, mpi4py), an N sweep of all-reduce, the 16-bit wire types, size-only
 counting, start-up, the ZeRO training step (benchmarks/zero_step.py) and peak memory. It prints the tables and
-the targets with their ratios, and writes everything as JSON with ``--json``.
+the targets with their ratios, and writes everything as JSON with ``--json``. The scale section
+(benchmarks/scale.py) adds size-only runs as N and units grow, the emulated world's per-collective cost, a parity
+run's rate, the public collectives beside the kernel and the tuned constants.
 """
 from __future__ import annotations
 
@@ -132,6 +135,50 @@ def target(name: str, value: float, limit: float, better: str, unit: str = "") -
     return {"target": name, "value": value, "limit": limit, "better": better, "unit": unit, "met": bool(ok)}
 
 
+def scale_targets(scale: dict) -> list[dict]:
+    """The targets of the scale section (ratios from one run; the lesson's shapes)."""
+    t = []
+    points = {(r["ranks"], r["units"]): r for r in scale["size_only_grid"]}
+    if (1024, 64) in points:
+        t.append(target("memory, 64 units, N = 1024 (wall, with start-up)", points[(1024, 64)]["wall_s"], 1.0, "lower",
+                        " s"))
+        rss = points[(1024, 64)]["peak_rss_bytes"]
+        if rss is not None:
+            t.append(target("memory, 64 units, N = 1024 (peak RSS)", rss / 1e6, 300, "lower", " MB"))
+    if (1024, 1024) in points:
+        t.append(target("memory, 1024 units, N = 1024 (wall)", points[(1024, 1024)]["wall_s"], 5.0, "lower", " s"))
+    t.append(target("lesson grid N = 1..1024 × 4 stages (wall)", scale["lesson_grid"]["wall_s"], 5.0, "lower", " s"))
+    for row, limit in zip(scale["latency"], (2.0, 3.0)):
+        t.append(target(f"EmulatedWorld all-reduce N = {row['ranks']} / direct", row["x_direct"]["greenlet"], limit,
+                        "lower", "×"))
+        if row.get("torch_threaded_s"):
+            t.append(target(f"torch threaded PG / EmulatedWorld, N = {row['ranks']}",
+                            row["torch_threaded_s"] / row["seconds"]["greenlet"], 1.0, "higher", "×"))
+    t.append(target("parity run ZeRO-3 vs DP, examples/s (wall)", scale["parity"]["examples_per_s_wall"], 100,
+                    "higher"))
+    t.append(target("all_reduce(out=) / in-place kernel", scale["api"]["x_kernel"]["all_reduce(out=)"], 1.3, "lower",
+                    "×"))
+    t.append(target("all_reduce fresh / in-place kernel", scale["api"]["x_kernel"]["all_reduce fresh"], 2.0, "lower",
+                    "×"))
+    return t
+
+
+def _print_targets(t: list[dict]) -> None:
+    for x in t:
+        print(f"  {'met ' if x['met'] else 'MISS'} {x['target']}: {x['value']:.3g}{x['unit']} "
+              f"({'≤' if x['better'] == 'lower' else '≥'} {x['limit']}{x['unit']})")
+
+
+def _scale_only(args) -> None:
+    from scale import scale_section
+    out = {"scale": scale_section(args.quick)}
+    out["targets"] = scale_targets(out["scale"])
+    print("== targets ==")
+    _print_targets(out["targets"])
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smoke run: small sizes, no peers, no ZeRO step")
@@ -143,8 +190,12 @@ def main() -> None:
     p.add_argument("--gloo-max-ranks", type=int, default=16, help="largest N for gloo in the sweep (memory)")
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--no-zero", action="store_true")
+    p.add_argument("--no-scale", action="store_true", help="skip the scale section (benchmarks/scale.py)")
+    p.add_argument("--only-scale", action="store_true", help="run the scale section only")
     p.add_argument("--json", metavar="FILE", help="also write all results as JSON")
     args = p.parse_args()
+    if args.only_scale:
+        return _scale_only(args)
     if args.quick:
         args.repeats, args.ranks, args.log2_numel, args.sweep, args.sweep_log2_numel = 3, 4, 16, "2,4", 12
         args.no_peers = args.no_zero = True
@@ -216,6 +267,9 @@ def main() -> None:
     if not args.no_zero:
         print("== ZeRO training step ==", flush=True)
         out["zero"] = zero_step(n, args.log2_numel, 2)
+    if not args.no_scale:
+        from scale import scale_section
+        out["scale"] = scale_section(args.quick)
 
     # -- targets -------------------------------------------------------------------------------------------------
     t = []
@@ -240,13 +294,13 @@ def main() -> None:
         for row in out["zero"]["rows"]:
             if row.get("x_floor"):
                 t.append(target(f"ZeRO step {row['stage']}, × floor", row["x_floor"], 2.0, "lower"))
+    if out.get("scale"):
+        t += scale_targets(out["scale"])
     out["targets"] = t
     out["machine"]["load_average_end"] = os.getloadavg()
     out["machine"]["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print("== targets ==" + (" (smoke run: sizes far too small for these to mean anything)" if args.quick else ""))
-    for x in t:
-        print(f"  {'met ' if x['met'] else 'MISS'} {x['target']}: {x['value']:.3g}{x['unit']} "
-              f"({'≤' if x['better'] == 'lower' else '≥'} {x['limit']}{x['unit']})")
+    _print_targets(t)
     print(f"peak RSS of this process {out['machine']['peak_rss_bytes'] / 2**30:.2f} GiB; all_reduce allocates "
           f"{out['memory']['extra_world_buffers']:.2f} extra world buffers; load average "
           f"{out['machine']['load_average_start'][0]:.1f} -> {out['machine']['load_average_end'][0]:.1f}")

@@ -8,7 +8,8 @@ Setup: N ranks (default 8), Ψ = 2^24 parameters in four units of 2^22 (zero_sta
   reports the fastest and the median of the K intervals (the first one includes page faults and compiling);
   the last step, which also ends the run and copies the final states, is not timed;
 * collectives alone: one step's collectives replayed from that run's CommLedger (same operations, labels,
-  sizes and dtype, on zero-filled buffers) through the same EmulatedWorld, without model or optimizer work;
+  sizes and dtype, on zero-filled buffers) through the same EmulatedWorld, without model or optimizer work, and
+  the same collectives called directly on (N, S) worlds (``collectives_x_direct``: the world's cost over that);
 * model alone: every rank's forward and backward of one step (the job's own workload on N threads: the
   matmuls, the fp32 expansion of the 16-bit weights, the gradient fold and its rounding to 16 bits);
 * optimizer alone: every rank's OptimizerShard update of its parts (average, Adam, 16-bit rounding) on N
@@ -101,6 +102,21 @@ def replay_collectives(records, n_ranks: int) -> float:
     return time.perf_counter() - start
 
 
+def replay_direct(records, n_ranks: int) -> float:
+    """Seconds to run the same collectives on (N, S) zero-filled worlds through ``ringemu.collectives`` directly
+    (no ranks, no rendezvous): what :func:`replay_collectives` costs without the emulated world."""
+    import ringemu
+    calls = [(_OPS[r.schedule.name], r.layout, resolve_dtype(r.dtype), r.label) for r in records]
+    worlds = [(op, np.zeros((n_ranks, layout.numel), dtype), layout) for op, layout, dtype, _ in calls]
+    start = time.perf_counter()
+    for op, world, layout in worlds:
+        if op == "all_gather":
+            ringemu.all_gather([world[r, layout.payload_slice(r)] for r in range(n_ranks)])
+        else:
+            getattr(ringemu, op)(world)
+    return time.perf_counter() - start
+
+
 def model_alone(job) -> float:
     """Seconds for every rank's forward and backward of one step (the job's workload), ranks on threads."""
     units, wire, n = job.flat.units(), job.wire, job.flat.n_ranks
@@ -164,6 +180,7 @@ def time_stage(stage: str, n: int, steps: int, units, width: int, stream: dict) 
     step_times = np.diff(stamps)  # steps intervals: the last step (which ends the run) is not timed
     one_step = report.comm.records[:len(report.comm.records) // (steps + 1)]
     comm = min(replay_collectives(one_step, n) for _ in range(3))
+    direct = min(replay_direct(one_step, n) for _ in range(3))
     model = min(model_alone(job) for _ in range(3))
     optimizer = min(optimizer_alone(job, stage) for _ in range(3))
     psi = sum(units)
@@ -171,6 +188,7 @@ def time_stage(stage: str, n: int, steps: int, units, width: int, stream: dict) 
     step = float(step_times.min())
     return {"stage": stage, "step_s_min": step, "step_s_median": float(np.median(step_times)),
             "step_s_mean": float(step_times.mean()), "collectives_s": comm, "collectives": len(one_step),
+            "collectives_direct_s": direct, "collectives_x_direct": comm / direct,
             "model_s": model, "optimizer_s": optimizer, "floor_bytes": fbytes, "floor_s": floor_s,
             "x_floor": step / floor_s, "x_floor_without_model": (step - model) / floor_s,
             "traffic_sent_bytes_per_rank_per_step": report.traffic_sent_bytes_per_rank[0] // (steps + 1)}
@@ -207,6 +225,9 @@ def main() -> None:
         print(f"{r['stage']:<6} {r['step_s_min']:>7.3f} {r['step_s_median']:>7.3f} {r['collectives_s']:>9.3f} "
               f"{r['model_s']:>7.3f} {r['optimizer_s']:>7.3f} {r['floor_s']:>7.3f} {r['floor_bytes'] / 1e6:>9.0f} "
               f"{r['x_floor']:>7.1f} {r['x_floor_without_model']:>17.1f}")
+    print("collectives inside the emulated world / the same collectives called directly: " + ", ".join(
+        f"{r['stage']} {r['collectives_x_direct']:.2f}× ({r['collectives_s'] * 1e3:.1f} / "
+        f"{r['collectives_direct_s'] * 1e3:.1f} ms)" for r in rows))
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@ from fractions import Fraction
 from ringemu.memory import MODEL_STATE_CATEGORIES
 
 from .claim import Claim, NotAvailable, Part
-from .exact import (CARD_BYTES, GRAD16, K_ADAM, PSI_ANCHOR, PSI_PAPER, STAGE_NAMES, WEIGHT16,
-                    floor_bytes_per_param, full_recompute_activation_bytes, model_state_bytes,
+from .exact import (BATCH, CARD_BYTES, GRAD16, HIDDEN, K_ADAM, LAYERS, PSI_ANCHOR, PSI_PAPER, SEQ, STAGE_NAMES,
+                    WEIGHT16, floor_bytes_per_param, full_recompute_activation_bytes, model_state_bytes,
                     selective_activation_bytes)
 from .rounding import GB, GIB, AllEqual, Between, Decimals, Exactly, Stated
 
 __all__ = ["MEMORY_CLAIMS", "LESSON", "ZERO_PAPER", "M5_NS", "M8_NS", "M10_LARGEST_UNIT",
-           "model_state", "optimizer_state_bytes",
+           "model_state", "optimizer_state_bytes", "anchor_zero3_with_activations",
            "small_model_activation_bytes", "M8_UNITS", "M8_WIDTH", "M8_MICRO_BATCH"]
 
 LESSON = "lesson C10-2 (zero-lesson.zh.txt)"
@@ -146,15 +146,23 @@ def _m9_exact():
     return sel, sel, full, sel <= _FREE_AFTER_ZERO3, full <= _FREE_AFTER_ZERO3
 
 
-def _fits_zero3(ctx, activation_bytes: int) -> bool:
-    report = ctx.size_only("zero3", 8, psi=PSI_ANCHOR, activation_bytes=activation_bytes)
-    used = ctx.field(report, "model_state_bytes_per_rank") + ctx.field(report, "activation_peak_bytes_per_rank")
-    return used <= CARD_BYTES
+def anchor_zero3_with_activations(ctx, recompute: str):
+    """Size-only ZeRO-3 at N = 8 for the anchor, recording the activations of s = 4,096, b = 1, h = 5,120,
+    L = 64 layer by layer under ``recompute`` (zero_stages.ActivationShape, Korthikanti et al. 2022 §4)."""
+    return ctx.size_only("zero3", 8, psi=PSI_ANCHOR, activations=(SEQ, BATCH, HIDDEN, LAYERS, recompute))
+
+
+def _activations_and_fit(ctx, recompute: str) -> tuple[Fraction, bool]:
+    report = anchor_zero3_with_activations(ctx, recompute)
+    activations = _category_bytes(report, "activations")  # read from the ledger
+    used = ctx.field(report, "model_state_bytes_per_rank") + activations
+    return Fraction(activations), used <= CARD_BYTES
 
 
 def _m9_run(ctx):
-    return (None, None, None, _fits_zero3(ctx, int(selective_activation_bytes())),
-            _fits_zero3(ctx, int(full_recompute_activation_bytes())))
+    selective, selective_fits = _activations_and_fit(ctx, "selective")
+    full, full_fits = _activations_and_fit(ctx, "full")
+    return selective, selective, full, selective_fits, full_fits
 
 
 # -- M10 ---------------------------------------------------------------------------------------------------
@@ -230,7 +238,10 @@ MEMORY_CLAIMS = (
           f"{LESSON}, 试三件事 ③",
           (Part("80 GB − ZeRO-3", "24.4 GB", GB1),),
           lambda: (_FREE_AFTER_ZERO3,),
-          lambda ctx: (Fraction(CARD_BYTES - model_state(ctx, "zero3", 8)),)),
+          lambda ctx: (Fraction(CARD_BYTES - ctx.field(anchor_zero3_with_activations(ctx, "selective"),
+                                                       "model_state_bytes_per_rank")),),
+          note="run: size-only ZeRO-3 at N = 8 with the anchor's activations recorded (M9's run): the model "
+               "states it holds between steps, whatever the activations"),
     Claim("M8", "Activations are not sharded by ZeRO: per-rank activation memory does not depend on N",
           f"{LESSON}, 常见误解之三",
           (Part(f"N = {', '.join(map(str, M8_NS))}", "independent of N", AllEqual(M8_NS)),),
@@ -239,15 +250,14 @@ MEMORY_CLAIMS = (
     Claim("M9", "Anchor activations at s = 4,096, b = 1: selective recomputation 45.6 GB (42.5 GiB) does not fit "
                 "in ZeRO-3's free 24.4 GB; full recomputation 2.7 GB does",
           f"{LESSON}, 常见误解之三; Korthikanti et al. 2022 §4",
-          (Part("selective", "45.6 GB", GB1, "exact-only", "the formula and h, L are assumed, not the code's"),
-           Part("selective", "42.5 GiB", Decimals(1, GIB, "GiB"), "exact-only",
-                "the formula and h, L are assumed, not the code's"),
-           Part("full", "2.7 GB", GB1, "exact-only", "the formula and h, L are assumed, not the code's"),
+          (Part("selective", "45.6 GB", GB1), Part("selective", "42.5 GiB", Decimals(1, GIB, "GiB")),
+           Part("full", "2.7 GB", GB1),
            Part("selective fits", "does not fit", Stated(False)),
            Part("full fits", "fits", Stated(True))),
           _m9_exact, _m9_run, assumptions=(_M9_ASSUMPTION,),
-          note="run: size-only ZeRO-3 at N = 8 with these activation bytes; fits = model states + activations "
-               "≤ 80 GB"),
+          note="run: size-only ZeRO-3 at N = 8 recording the activations layer by layer "
+               "(zero_stages.ActivationShape); the activation bytes are the ledger's peak 'activations', fits = "
+               "model states + activations ≤ 80 GB"),
     Claim("M10", "FSDP peak ≈ own shard + full parameters of the one or two units in use; the anchor's largest "
                  "layer (≈ 372M parameters) is 0.7 GB in 16 bits",
           f"{LESSON}, FSDP paragraph",

@@ -68,13 +68,18 @@ class RunContext:
 
     # -- runs ---------------------------------------------------------------------------------------------
     def size_only(self, stage: str, n_ranks: int, psi: int | None = None, unit_sizes=None,
-                  activation_bytes: int = 0, wire_dtype: str = "bf16"):
-        """``zero_stages.run_size_only(...)``'s StageReport (memoized)."""
+                  activation_bytes: int = 0, wire_dtype: str = "bf16", activations: tuple | None = None):
+        """``zero_stages.run_size_only(...)``'s StageReport (memoized). ``activations`` is
+        ``(seq, batch, hidden, layers, recompute)``: the stages record them layer by layer through
+        ``zero_stages.ActivationShape`` (Korthikanti et al. 2022)."""
         units = tuple(unit_sizes) if unit_sizes is not None else None
-        key = ("size_only", stage, n_ranks, psi, units, activation_bytes, wire_dtype)
+        key = ("size_only", stage, n_ranks, psi, units, activation_bytes, wire_dtype, activations)
         fn = self._stage_fn("run_size_only")
+        extra = {}
+        if activations is not None:
+            extra["activations"] = self._stage_fn("ActivationShape")(*activations)
         return self._memo(key, lambda: fn(stage, n_ranks, psi=psi, unit_sizes=units, wire_dtype=wire_dtype,
-                                          activation_bytes=activation_bytes))
+                                          activation_bytes=activation_bytes, **extra))
 
     def train(self, stage: str, n_ranks: int, steps: int, wire_dtype: str = "bf16", seed: int = 0, **kwargs):
         """``zero_stages.train(...)``'s report of a small real run (memoized)."""

@@ -285,8 +285,34 @@ def bench_settings(args) -> tuple[int, int, int]:
 def cmd_bench(args) -> int:
     n, log2, repeats = bench_settings(args)
     result = bench_collectives(n, 2 ** log2, args.dtype, repeats=repeats, algorithm=args.algorithm)
-    print(json.dumps(result) if args.json else render(result))
+    if not args.no_scale:
+        result["scale"] = bench_scale(args.quick)
+    print(json.dumps(result) if args.json else render(result) + ("" if args.no_scale else
+                                                                  "\n" + render_scale(result["scale"])))
     return 0
+
+
+def bench_scale(quick: bool) -> dict:
+    """The emulated world's per-collective cost beside a direct call (N = 8 and 32, 64 fp32 elements per rank),
+    and size-only ``ringemu memory`` runs of 64 units of the lesson's model at N = 8 and 1,024 (child processes)."""
+    from .scale_bench import size_only_point, world_latency
+    latency = [world_latency(n, rounds=3 if quick else 10) for n in (8, 32)]
+    points = [size_only_point(n, 4 if quick else 64) for n in (8, 1024)]
+    return {"latency": latency, "size_only": points}
+
+
+def render_scale(scale: dict) -> str:
+    lines = ["emulated world, one all-reduce of 64 fp32 per rank:"]
+    for row in scale["latency"]:
+        s, x = row["seconds"], row["x_direct"]
+        lines.append(f"  N = {row['ranks']:>2}: direct {s['direct'] * 1e6:6.0f} µs, "
+                     f"greenlet {s['greenlet'] * 1e6:6.0f} µs ({x['greenlet']:.2f}×), "
+                     f"threads {s['threads'] * 1e6:6.0f} µs ({x['threads']:.2f}×)")
+    lines.append("size-only `ringemu memory` (own process, start-up included):")
+    for p in scale["size_only"]:
+        lines.append(f"  N = {p['ranks']:>4}, {p['units']} units of {p['unit_params']:,}: {p['wall_s']:.2f} s wall, "
+                     f"{(p['peak_rss_bytes'] or 0) / 1e6:.0f} MB peak RSS")
+    return "\n".join(lines)
 
 
 def register(subparsers) -> None:
@@ -299,5 +325,7 @@ def register(subparsers) -> None:
     p.add_argument("--quick", action="store_true", help="smoke run: N = 4, S = 2^16, 3 runs (about a second)")
     p.add_argument("--algorithm", choices=algorithms.names(), default=algorithms.DEFAULT_ALGORITHM,
                    help=f"the schedules' algorithm, from the catalog (default {algorithms.DEFAULT_ALGORITHM})")
+    p.add_argument("--no-scale", action="store_true",
+                   help="skip the emulated-world latency and the size-only scale points")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_bench)

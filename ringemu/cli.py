@@ -20,13 +20,15 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import audit_command, bench_command, commands, compare_command
+from . import audit_command, bench_command, commands, compare_command, faults_report
 from .backends.emulator import RankFailure
+from .faults import CollectiveFault
 
 __all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
 ENTRY_POINT_GROUP = "ringemu.commands"
-_BUILT_IN = (commands, bench_command, compare_command, audit_command)  # demo, run, trace, count; bench; compare; audit
+# demo, run, trace, count; bench; compare; audit; faults
+_BUILT_IN = (commands, bench_command, compare_command, audit_command, faults_report)
 _SOURCE_SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
 
 
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, OSError) as exc:  # bad input, bad path: one line, exit 2
         print(f"ringemu: error: {exc}", file=sys.stderr)
         return 2
-    except (RankFailure, MemoryError) as exc:  # a run that failed: one line, exit 1
+    except (RankFailure, CollectiveFault, MemoryError) as exc:  # a run that failed: one line, exit 1
         print(f"ringemu: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 

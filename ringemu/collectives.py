@@ -17,8 +17,13 @@ algorithm:
 
 For every algorithm, ``reduce_scatter(world, algorithm=A)[r]`` is bit for bit the shard r of
 ``all_reduce(world, algorithm=A)`` (the registry's reduce-scatter adds in its all-reduce's order), so data
-parallelism (all-reduce) and ZeRO (reduce-scatter) agree exactly. ``ranks_per_node`` is passed to the
+parallelism (all-reduce) and ZeRO (reduce-scatter) agree exactly. ``schedule=`` passes a prebuilt schedule of
+the same collective and N (the emulated world keeps one per collective). ``ranks_per_node`` is passed to the
 hierarchical algorithms (:func:`ringemu.algorithms.build`).
+
+``faults=`` (a :class:`~ringemu.faults.FaultPlan`, or Fault objects / spec strings) injects faults into the
+call (:mod:`ringemu.faults`); a detected fault raises :class:`~ringemu.faults.CollectiveFault` and no result is
+returned (with faults the collective always works in a fresh padded world, even when ``out`` is given).
 
 The input is never modified. Integer inputs whose exact sum does not fit the dtype are rejected (ring
 partial sums wrap around but the final sum is exact whenever it fits, as in two's-complement hardware).
@@ -31,6 +36,7 @@ import numpy as np
 
 from .dtypes import resolve_dtype
 from .execute import MODES, run_schedule
+from .faults import as_plan
 from .layout import ChunkLayout
 from .ledger import CommLedger
 from .algorithms import DEFAULT_ALGORITHM, build
@@ -108,17 +114,30 @@ def _padded(rows, layout: ChunkLayout) -> np.ndarray:
 
 
 def _run(schedule: Schedule, layout: ChunkLayout, dtype, padded: np.ndarray | None,
-         ledger: CommLedger | None, label: str, mode: str) -> None:
+         ledger: CommLedger | None, label: str, mode: str, source: np.ndarray | None = None,
+         faults=None) -> None:
     if mode not in MODES:  # checked here too, so size-only calls reject what real ones would
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     if ledger is not None and not isinstance(ledger, CommLedger):
         raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
     if not isinstance(label, str):
         raise TypeError(f"label must be a str; got {label!r}")
+    plan = as_plan(faults)
+    if plan is not None and padded is None:
+        raise ValueError("faults need real buffers (size-only buffers only count)")
     if ledger is not None:
         ledger.record(schedule, layout, dtype, label, size_only=padded is None)
-    if padded is not None:
-        run_schedule(schedule, padded, mode)
+    if plan is not None:
+        if source is not None:
+            layout.pad(source, padded)
+        seen = len(plan.messages)
+        try:
+            plan.run(schedule, padded, mode, label)  # raises CollectiveFault before any result is handed out
+        finally:
+            if ledger is not None:  # the link layer's records of this call's faulty steps
+                ledger.messages.extend(plan.messages[seen:])
+    elif padded is not None:
+        run_schedule(schedule, padded, mode, source=source)
 
 
 def _check_sum(padded: np.ndarray, layout: ChunkLayout) -> None:
@@ -126,25 +145,70 @@ def _check_sum(padded: np.ndarray, layout: ChunkLayout) -> None:
         check_integer_sum(layout.unpad(padded))
 
 
+def _schedule_of(collective: str, n: int, algorithm: str, ranks_per_node, schedule: Schedule | None) -> Schedule:
+    """The registry's schedule, or the prebuilt ``schedule`` a caller keeps (the emulated world keeps one per
+    collective and algorithm, so the kernels' preparation of its table is done once)."""
+    if schedule is None:
+        return build(collective, n, algorithm, ranks_per_node=ranks_per_node)
+    if not isinstance(schedule, Schedule) or schedule.n_ranks != n:
+        raise ValueError(f"schedule must be a Schedule of {collective} on {n} ranks; got {schedule!r}")
+    return schedule
+
+
+def _check_out(out, n: int, numel: int, dtype) -> None:
+    if not isinstance(out, np.ndarray) or out.shape != (n, numel) or out.dtype != dtype:
+        raise ValueError(f"out must be a numpy array of shape ({n}, {numel}) and dtype {dtype}; got "
+                         f"{type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable")
+
+
+def _reduce_into(schedule: Schedule, world, layout: ChunkLayout, out, ledger, label: str, mode: str,
+                 faults=None) -> np.ndarray:
+    """Run a reducing schedule (reduce-scatter or all-reduce) on the world's values; return the padded buffer the
+    kernel ran on. With an (N, S) array, an unpadded layout and ``out`` (``out is world``: in place), the kernel
+    runs in ``out`` itself; else in a fresh padded buffer. An (N, S)
+    array is loaded into that buffer inside the kernel's walk (:func:`ringemu.execute.run_schedule` ``source``),
+    per-rank lists row by row. With ``faults`` always a fresh padded buffer (a failure leaves ``out`` alone)."""
+    n, numel = _shape(world)
+    if out is not None:
+        _check_out(out, n, numel, world[0].dtype if isinstance(world, list) else world.dtype)
+    if faults is not None or isinstance(world, list) or not layout.contiguous:
+        padded = _padded(world, layout)
+        _check_sum(padded, layout)
+        _run(schedule, layout, padded.dtype, padded, ledger, label, mode, faults=faults)
+    else:
+        if world.dtype.kind == "i":
+            check_integer_sum(world)
+        in_out = out is not None and layout.padded_numel == numel and out.flags.c_contiguous
+        padded = out if in_out else np.empty((n, layout.padded_numel), dtype=world.dtype)
+        _run(schedule, layout, padded.dtype, padded, ledger, label, mode, source=None if padded is world else world)
+    return padded
+
+
 def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "reduce_scatter",
-                   mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None) -> list:
+                   mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None,
+                   out: np.ndarray | None = None, schedule: Schedule | None = None, faults=None) -> list:
     """Reduce-scatter by ``algorithm``: entry r of the result is shard r (``ChunkLayout(S, N)``) of the sum over
-    ranks, in that algorithm's order of additions."""
+    ranks, in that algorithm's order of additions.
+
+    ``out``: an (N, S) array the collective may work in (``out=world``: in place), used when S needs no padding:
+    the shards are then views of ``out``, whose other elements hold intermediate sums; else a fresh padded world
+    is used and ``out`` is left as it was."""
     world = _rows(world, "world")
     n, numel = _shape(world)
-    schedule = build("reduce-scatter", n, algorithm, ranks_per_node=ranks_per_node)
+    schedule = _schedule_of("reduce-scatter", n, algorithm, ranks_per_node, schedule)
     layout = ChunkLayout(numel, schedule.n_chunks, n)
     if isinstance(world, VirtualBuffer):
-        _run(schedule, layout, world.dtype, None, ledger, label, mode)
+        _run(schedule, layout, world.dtype, None, ledger, label, mode, faults=faults)
         return [VirtualBuffer((layout.shard_payload(r),), world.dtype) for r in range(n)]
-    padded = _padded(world, layout)
-    _check_sum(padded, layout)
-    _run(schedule, layout, padded.dtype, padded, ledger, label, mode)
+    padded = _reduce_into(schedule, world, layout, out, ledger, label, mode, faults)
     return [padded[r, layout.shard_slice(r)] for r in range(n)]
 
 
 def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_gather",
-               mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None):
+               mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None,
+               schedule: Schedule | None = None, faults=None):
     """All-gather by ``algorithm`` of per-rank shards laid out as ``ChunkLayout(S, N)`` (shard r = chunk r's
     payload).
 
@@ -154,8 +218,9 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     if isinstance(shards, VirtualBuffer):
         world = as_world(shards, "shards")
         n, numel = world.shape
-        schedule = build("all-gather", n, algorithm, ranks_per_node=ranks_per_node)
-        _run(schedule, ChunkLayout(numel, schedule.n_chunks, n), world.dtype, None, ledger, label, mode)
+        schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule)
+        _run(schedule, ChunkLayout(numel, schedule.n_chunks, n), world.dtype, None, ledger, label, mode,
+             faults=faults)
         return VirtualBuffer((n, numel), world.dtype)
     if not isinstance(shards, Sequence) or not shards or not all(isinstance(s, np.ndarray) for s in shards):
         raise TypeError("shards must be a non-empty list of 1-D numpy arrays (one per rank) or a VirtualBuffer")
@@ -170,34 +235,39 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     if len(dtypes) != 1:
         raise ValueError(f"shards must share one dtype; got {sorted(map(str, dtypes))}")
     dtype = resolve_dtype(shards[0].dtype)
-    schedule = build("all-gather", n, algorithm, ranks_per_node=ranks_per_node)
+    schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule)
     layout = ChunkLayout(numel, schedule.n_chunks, n)
     padded = np.zeros((n, layout.padded_numel), dtype=dtype)
     for r, shard in enumerate(shards):
         padded[r, layout.shard_slice(r)] = shard
-    _run(schedule, layout, dtype, padded, ledger, label, mode)
+    _run(schedule, layout, dtype, padded, ledger, label, mode, faults=faults)
     return layout.unpad(padded)
 
 
 def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_reduce", mode: str = "fused",
-               algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None):
+               algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None,
+               out: np.ndarray | None = None, schedule: Schedule | None = None, faults=None):
     """All-reduce by ``algorithm`` (default the ring: reduce-scatter then all-gather): every row of the result is
-    the sum over ranks, bit-identical to :func:`reduce_scatter`'s shards with the same algorithm."""
+    the sum over ranks, bit-identical to :func:`reduce_scatter`'s shards with the same algorithm.
+
+    ``out``: an (N, S) array that receives the result and is returned (reuse it across calls: no fresh world is
+    allocated when S is a multiple of the schedule's chunk count); ``out=world`` reduces in place."""
     world = _rows(world, "world")
     n, numel = _shape(world)
-    schedule = build("all-reduce", n, algorithm, ranks_per_node=ranks_per_node)
+    schedule = _schedule_of("all-reduce", n, algorithm, ranks_per_node, schedule)
     layout = ChunkLayout(numel, schedule.n_chunks, n)
     if isinstance(world, VirtualBuffer):
-        _run(schedule, layout, world.dtype, None, ledger, label, mode)
+        _run(schedule, layout, world.dtype, None, ledger, label, mode, faults=faults)
         return VirtualBuffer((n, numel), world.dtype)
-    padded = _padded(world, layout)
-    _check_sum(padded, layout)
-    _run(schedule, layout, padded.dtype, padded, ledger, label, mode)
-    return layout.unpad(padded)
+    padded = _reduce_into(schedule, world, layout, out, ledger, label, mode, faults)
+    if out is None or padded is out:
+        return layout.unpad(padded) if out is None else out
+    out[...] = layout.unpad(padded)
+    return out
 
 
 def naive_all_reduce(world, *, ledger: CommLedger | None = None, label: str = "naive_all_reduce",
-                     mode: str = "fused"):
+                     mode: str = "fused", out: np.ndarray | None = None, faults=None):
     """The lesson's contrast, ``all_reduce(world, algorithm="naive")``: rank 0 receives every buffer, sums in
     rank order, sends the sum back."""
-    return all_reduce(world, ledger=ledger, label=label, mode=mode, algorithm="naive")
+    return all_reduce(world, ledger=ledger, label=label, mode=mode, algorithm="naive", out=out, faults=faults)

@@ -22,10 +22,13 @@ import numpy as np
 from . import collectives
 from .blocks import check_integer_blocks, integer_blocks, value_bound
 from .dtypes import dtype_name, resolve_dtype
-from .checks import check_budget, check_n_ranks, check_numel, parse_number
+from .checks import check_n_ranks, check_numel, parse_number
+from .fault_locate import explain
+from .faults import FaultPlan, as_plan, check_fault, parse_fault
 from .layout import ChunkLayout
 from .ledger import CommLedger
 from .algorithms import names, op_names, resolve_op
+from .memory_guard import check_fits, collective_run_bytes
 from .testing import run_op, shards_of
 from .trace import trace_collective
 from .units import GB, format_gb
@@ -56,11 +59,15 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the integer blocks (default 0)")
     p.add_argument("--mode", choices=("fused", "step", "reference"), default="fused", help="kernel path")
     p.add_argument("--save", metavar="FILE.npz", help="write inputs, outputs and the expected sum to FILE.npz")
+    _fault_flags(p)
+    p.add_argument("--no-checksums", action="store_true",
+                   help="let faulty messages through unchecked (the result is then verified against numpy.sum)")
     p.set_defaults(handler=cmd_run)
 
     p = subparsers.add_parser("trace", help="step-by-step walk of a collective on a small buffer")
     _common(p, ops, dtype_default="int32")
     p.add_argument("--seed", type=int, default=0, help="seed of the integer blocks (default 0)")
+    _fault_flags(p)
     p.set_defaults(handler=cmd_trace)
 
     p = subparsers.add_parser("count", help="traffic of a collective at any size (size-only buffers)")
@@ -69,6 +76,11 @@ def register(subparsers) -> None:
     p.add_argument("--latency-us", metavar="US", default=None,
                    help="per-step latency α in microseconds, with --bandwidth (default 0)")
     p.set_defaults(handler=cmd_count)
+
+
+def _fault_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fault", action="append", metavar="SPEC", default=[],
+                   help="inject a fault, e.g. corrupt:step=1,src=0,dst=1,bit=3 (grammar: docs/faults.md); repeatable")
 
 
 def _common(p: argparse.ArgumentParser, ops: list[str], dtype_default: str | None = None) -> None:
@@ -84,7 +96,7 @@ def _common(p: argparse.ArgumentParser, ops: list[str], dtype_default: str | Non
 
 # -- run ---------------------------------------------------------------------------------------------------------
 def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, mode: str = "fused",
-                   algorithm: str | None = None):
+                   algorithm: str | None = None, faults=None):
     """Run ``op`` by ``algorithm`` (:func:`ringemu.algorithms.resolve_op`) on :func:`~ringemu.blocks.integer_blocks`;
     return (inputs, outputs, expected, verified, ledger).
 
@@ -100,6 +112,11 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
     if n * s > MAX_RUN_ELEMENTS:
         raise ValueError(f"ranks·numel must be <= {MAX_RUN_ELEMENTS:,} for a run with real data; got {n * s:,} "
                          f"(use `ringemu count` for traffic at any size)")
+    hint = (f"ringemu count --op {op} --algorithm {algorithm} --ranks {n} --numel {s} --dtype {dtype_name(dt)}"
+            if n <= MAX_COUNT_RANKS else
+            f"ringemu count (at most {MAX_COUNT_RANKS} ranks: it walks the same N² schedule)")
+    check_fits(collective_run_bytes(collective, n, s, dt.itemsize, algorithm),
+               f"{op} on {n:,} ranks of {s:,} elements", hint)
     inputs = integer_blocks(n, s, seed, dt)
     check_integer_blocks(inputs, "inputs")  # the promise the independent sum relies on
     wide = np.int64 if dt.kind == "i" else np.float64  # exact for every integer block (blocks.EXACT_LIMITS)
@@ -108,7 +125,11 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
         expected = np.concatenate([x.astype(wide) for x in shards_of(inputs)])
     else:
         expected = np.sum(inputs.astype(wide), axis=0)
-    outputs = list(run_op(collective, inputs, algorithm=algorithm, ledger=ledger, mode=mode))
+    plan = as_plan(faults)
+    outputs = list(run_op(collective, inputs, algorithm=algorithm, ledger=ledger, mode=mode, faults=plan))
+    if plan is not None and plan.unfired():
+        raise ValueError(f"--fault {plan.unfired()[0]} never fired: the collective is labelled "
+                         f"{', '.join(plan.labels_seen())} (drop label= or use that one)")
     if collective == "reduce-scatter":
         verified = all(np.array_equal(out.astype(wide), expected[layout.payload_slice(r)])
                        for r, out in enumerate(outputs))
@@ -120,8 +141,11 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
 def cmd_run(args) -> int:
     if args.save is not None:
         check_save_path(args.save)
+    if args.no_checksums and not args.fault:
+        raise ValueError("--no-checksums needs --fault (without faults there is nothing to check)")
+    faults = FaultPlan(tuple(args.fault), checksums=not args.no_checksums) if args.fault else None
     inputs, outputs, expected, verified, ledger = run_collective(args.op, args.ranks, args.numel, args.dtype,
-                                                                 args.seed, args.mode, args.algorithm)
+                                                                 args.seed, args.mode, args.algorithm, faults)
     name = dtype_name(args.dtype)
     algorithm = resolve_op(args.op, args.algorithm)[1]
     saved = _save(args.save, args, inputs, outputs, expected) if args.save else None
@@ -177,8 +201,26 @@ def _save(path: str, args, inputs, outputs, expected) -> str:
 
 # -- trace -------------------------------------------------------------------------------------------------------
 def cmd_trace(args) -> int:
-    trace = trace_collective(args.op, args.ranks, args.numel, args.dtype, args.seed, algorithm=args.algorithm)
-    print(json.dumps(trace.as_dict()) if args.json else trace.render())
+    faults = [parse_fault(spec) for spec in args.fault]
+    trace = trace_collective(args.op, args.ranks, args.numel, args.dtype, args.seed, algorithm=args.algorithm,
+                             faults=faults or None)
+    if not faults:
+        print(json.dumps(trace.as_dict()) if args.json else trace.render())
+        return 0
+    schedule = trace.schedule
+    for f in faults:
+        check_fault(f, schedule, f.label or schedule.name)
+    stops = [f for f in faults if f.kind == "stop"]
+    if stops:  # the watchdog's error, as the collective would raise it
+        FaultPlan(tuple(stops)).run(schedule, trace.initial.buffers.copy(), "step", stops[0].label or args.op)
+    lines, wrong = explain(schedule, trace.initial.buffers, faults)
+    if args.json:
+        out = trace.as_dict()
+        out["faults"] = {"report": lines, "wrong_cells": {str(s): sorted(c) for s, c in wrong.items()}}
+        print(json.dumps(out))
+    else:
+        print(trace.render(wrong))
+        print("\n" + "\n".join(lines) + "\n(! marks a cell that differs from the fault-free run)")
     return 0
 
 

@@ -24,9 +24,14 @@ ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp
            "float64": "fp64", "double": "fp64"}
 
 
+_NAMES = {dt: name for name, dt in DTYPES.items()}  # supported dtype -> short name (dtypes hash by value)
+
+
 def resolve_dtype(dtype: object, name: str = "dtype") -> np.dtype:
     """A supported ``np.dtype`` from a name (``fp16``, ``float16``, ...) or a dtype; else a clear ValueError
     (``name`` says whose dtype it is: ``world dtype``)."""
+    if isinstance(dtype, np.dtype) and dtype in _NAMES:  # the common case, one dict lookup
+        return dtype
     if dtype is None:
         pass  # np.dtype(None) would silently mean float64
     elif isinstance(dtype, str):
@@ -36,7 +41,7 @@ def resolve_dtype(dtype: object, name: str = "dtype") -> np.dtype:
     else:
         try:
             resolved = np.dtype(dtype)
-        except TypeError:
+        except (TypeError, ValueError):
             resolved = None
         if resolved is not None and resolved in DTYPES.values():
             return resolved
@@ -46,8 +51,7 @@ def resolve_dtype(dtype: object, name: str = "dtype") -> np.dtype:
 
 def dtype_name(dtype: object) -> str:
     """The short name (``bf16``) of a supported dtype."""
-    resolved = resolve_dtype(dtype)
-    return next(name for name, dt in DTYPES.items() if dt == resolved)
+    return _NAMES[resolve_dtype(dtype)]
 
 
 def is_wire16(dtype: object) -> bool:

@@ -94,6 +94,21 @@ def _check_and_count(kernels, schedule: Schedule, cols, chunk: int) -> np.ndarra
     return links
 
 
+def _prepared(kernels, schedule: Schedule) -> tuple:
+    """(columns, messages per directed link, transfers sorted by chunk, chunk offsets) of ``schedule``, validated
+    once and kept on the schedule itself (schedules are immutable; a world that reuses one pays this once)."""
+    prepared = schedule.__dict__.get("_kernel_prepared")
+    if prepared is None:
+        cols = _columns(schedule)
+        messages = _check_and_count(kernels, schedule, cols, 1)
+        chunk_of = cols[3]
+        order = np.argsort(chunk_of, kind="stable")
+        bounds = np.searchsorted(chunk_of[order], np.arange(schedule.n_chunks + 1)).astype(np.int64)
+        prepared = (cols, messages, order, bounds)
+        object.__setattr__(schedule, "_kernel_prepared", prepared)  # a cache, not state: same value every time
+    return prepared
+
+
 def _reference_links(schedule: Schedule, chunk: int) -> np.ndarray:
     n = schedule.n_ranks
     count = np.bincount(schedule.table[:, 1] * n + schedule.table[:, 2], minlength=n * n)
@@ -122,8 +137,13 @@ def _staged_body(kernels, schedule: Schedule, cols, view: np.ndarray, wire: int,
 
 
 def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, tile: int | None = None,
-                 threads: int | None = None, streaming: bool | None = None) -> np.ndarray:
+                 threads: int | None = None, streaming: bool | None = None,
+                 source: np.ndarray | None = None) -> np.ndarray:
     """Execute ``schedule`` in place on ``world`` of shape (n_ranks, n_chunks·chunk); return link counts.
+
+    With ``source`` (an (n_ranks, S) array of the world's dtype, S at most the world's width), ``world`` first
+    takes ``source``'s values followed by zeros: in fused mode inside the kernel's walk, tile by tile
+    (:func:`ringemu.kernels.run_fused_from`: no separate pass over the world), in the other modes by a copy first.
 
     ``tile`` (elements, fused mode only) overrides :func:`default_tile`; ``threads`` overrides
     :func:`default_threads` (each thread runs the whole schedule on its own slab of every chunk, so the result does
@@ -147,14 +167,24 @@ def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, 
         if value is not None:
             check_int(value, name, minimum=1)
     chunk = int(world.shape[1] // schedule.n_chunks)
+    fused_load = (source is not None and mode == "fused" and not schedule.exchange and world.flags.c_contiguous
+                  and not np.may_share_memory(source, world))
+    if source is not None:
+        if not (isinstance(source, np.ndarray) and source.ndim == 2 and source.shape[0] == world.shape[0]
+                and source.shape[1] <= world.shape[1] and source.dtype == world.dtype):
+            raise ValueError(f"source must be an ({world.shape[0]}, <= {world.shape[1]}) array of {world.dtype}; "
+                             f"got {getattr(source, 'shape', None)} {getattr(source, 'dtype', None)}")
+        if not fused_load:
+            world[:, :source.shape[1]] = source
+            world[:, source.shape[1]:] = 0
     if mode == "reference":
         run_schedule_reference(schedule, world)
         return _reference_links(schedule, chunk)
 
     from . import kernels  # numba is imported here, on first use
 
-    cols = _columns(schedule)
-    links = _check_and_count(kernels, schedule, cols, chunk)
+    cols, messages, order, bounds = _prepared(kernels, schedule)
+    links = messages * chunk
     step_of, src, dst, chunk_of, op = cols
     work = world if world.flags.c_contiguous else np.ascontiguousarray(world)
     view, wire = kernel_view(work)
@@ -167,14 +197,19 @@ def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, 
         def body(lo: int, hi: int) -> None:
             kernels.run_steps(view, src, dst, chunk_of, op, chunk, lo, hi, streaming, wire)
     else:
-        order = np.argsort(chunk_of, kind="stable")
-        bounds = np.searchsorted(chunk_of[order], np.arange(schedule.n_chunks + 1)).astype(np.int64)
         tile_elems = int(tile) if tile is not None else default_tile(world.dtype.itemsize)
         copy_elems = int(tile) if tile is not None else 16 * tile_elems  # 64 KiB: streaming-store copies
 
-        def body(lo: int, hi: int) -> None:
-            kernels.run_fused(view, src, dst, chunk_of, op, order, bounds, chunk, lo, hi, tile_elems, copy_elems,
-                              streaming, wire)
+        if fused_load:
+            source_view = kernel_view(np.ascontiguousarray(source))[0]
+
+            def body(lo: int, hi: int) -> None:
+                kernels.run_fused_from(view, source_view, src, dst, chunk_of, op, order, bounds, chunk, lo, hi,
+                                       tile_elems, copy_elems, streaming, wire)
+        else:
+            def body(lo: int, hi: int) -> None:
+                kernels.run_fused(view, src, dst, chunk_of, op, order, bounds, chunk, lo, hi, tile_elems,
+                                  copy_elems, streaming, wire)
     parts = slabs(chunk, int(threads) if threads is not None else default_threads(world.nbytes))
     if len(parts) == 1:
         body(*parts[0])

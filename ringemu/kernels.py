@@ -242,6 +242,76 @@ def run_fused(world, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi,
     store_fence()
 
 
+@jit_inline
+def load_tile(world, source, rank, a, b):
+    """world[rank, a:b] = the rank's starting values there: source[rank] below its length, zeros beyond."""
+    valid = source.shape[1]
+    m = min(b, valid) - a
+    if m > 0:
+        copy_tile(world[rank, a:a + m], source[rank, a:a + m])
+    for i in range(max(a, valid), b):
+        world[rank, i] = 0
+
+
+@jit
+def run_fused_from(world, source, src, dst, chunk_of, op, order, chunk_bounds, chunk, lo, hi, tile,
+                   copy_only_tile, streaming, wire):
+    """:func:`run_fused` on a world whose row r starts as ``source[r]`` followed by zeros (its padding), without a
+    copy pass first: a rank's tile is loaded from ``source`` when the walk first reads or adds into it (while the
+    tile is in cache), a COPY's destination is not loaded at all (it is overwritten), and the tiles the walk did
+    not touch are loaded when the tile ends. ``world`` may hold anything on entry; on return it holds exactly what
+    copying ``source`` in and calling :func:`run_fused` leaves."""
+    n_ranks = world.shape[0]
+    origin = np.arange(n_ranks)
+    touched = np.zeros(n_ranks, dtype=np.bool_)
+    written = np.zeros(n_ranks, dtype=np.bool_)
+    loaded = np.zeros(n_ranks, dtype=np.bool_)  # holds its starting values (or was overwritten) in this tile
+    for c in range(chunk_bounds.shape[0] - 1):
+        first, last = chunk_bounds[c], chunk_bounds[c + 1]
+        base = c * chunk
+        step = copy_only_tile
+        for j in range(first, last):
+            if op[order[j]] != _COPY:
+                step = tile
+        for t0 in range(lo, hi, step):
+            a = base + t0
+            b = base + min(t0 + step, hi)
+            for j in range(first, last):
+                k = order[j]
+                s, d = src[k], dst[k]
+                o = origin[s]
+                reader = o if not written[o] else s
+                if not loaded[reader]:
+                    load_tile(world, source, reader, a, b)
+                    loaded[reader] = True
+                target = world[d, a:b]
+                if op[k] == _COPY:
+                    if touched[d] or not streaming:
+                        copy_tile(target, world[reader, a:b])
+                    else:
+                        stream_copy(target, world[reader, a:b])
+                    origin[d] = o if not written[o] else s
+                else:
+                    if not loaded[d]:
+                        load_tile(world, source, d, a, b)
+                    add_tile(target, world[reader, a:b], wire)
+                    origin[d] = d
+                loaded[d] = True
+                touched[s] = touched[reader] = touched[d] = True
+                written[d] = True
+            for r in range(n_ranks):  # ranks this tile's walk did not reach keep their starting values
+                if not loaded[r]:
+                    load_tile(world, source, r, a, b)
+                loaded[r] = False
+            for j in range(first, last):
+                k = order[j]
+                for r in (src[k], dst[k]):
+                    origin[r] = r
+                    touched[r] = False
+                    written[r] = False
+    store_fence()
+
+
 @jit
 def run_staged(world, step, src, dst, chunk_of, op, order, group_bounds, chunk, lo, hi, tile, stage, wire):
     """Run an ``exchange`` schedule (a rank may send a chunk it receives in the same step) on [lo, hi).

@@ -12,36 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property
 from typing import Iterable
 
 import numpy as np
 
 from .dtypes import dtype_name, resolve_dtype
 from .layout import ChunkLayout
+from .ledger_counts import LayoutCounts, ScheduleCounts, Traffic
 from .schedule import Schedule
 
 __all__ = ["Traffic", "RankTraffic", "CollectiveRecord", "CommLedger"]
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """Messages, elements and bytes of some set of transfers; ``padding_*`` is the part that is padding."""
-
-    messages: int = 0
-    elements: int = 0
-    bytes: int = 0
-    padding_elements: int = 0
-    padding_bytes: int = 0
-
-    def __add__(self, other: "Traffic") -> "Traffic":
-        return Traffic(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
-
-    def as_tuple(self) -> tuple[int, ...]:
-        return (self.messages, self.elements, self.bytes, self.padding_elements, self.padding_bytes)
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(zip(("messages", "elements", "bytes", "padding_elements", "padding_bytes"), self.as_tuple()))
 
 
 @dataclass(frozen=True)
@@ -61,7 +41,11 @@ class RankTraffic:
 
 @dataclass(frozen=True, eq=False)
 class CollectiveRecord:
-    """One collective call: its label, schedule, layout and element size. Aggregates are computed lazily."""
+    """One collective call: its label, schedule, layout and element size.
+
+    The aggregates (``sent``, ``received``, ``links``, ``steps``, ...) are computed lazily and shared by every
+    record of the same ledger with the same schedule, layout and element size (:mod:`ringemu.ledger_counts`).
+    """
 
     label: str
     schedule: Schedule
@@ -69,67 +53,41 @@ class CollectiveRecord:
     itemsize: int
     dtype: str
     size_only: bool = False
+    counts: LayoutCounts | None = field(default=None, repr=False)
 
-    @cached_property
-    def _padding_per_transfer(self) -> np.ndarray:
-        # padding, not payload, is summed in int64: a buffer's padding is < n_chunks elements, so these sums
-        # stay small, while summed payloads could pass 2^63 for S near the int64 limit
-        padding = self.layout.chunk_size - self.layout.payloads()
-        return padding[self.schedule.table[:, 3]]
+    def __post_init__(self) -> None:
+        if self.counts is None:
+            object.__setattr__(self, "counts", LayoutCounts(ScheduleCounts(self.schedule), self.layout,
+                                                            self.itemsize))
 
-    def _traffic(self, count: np.ndarray, padding: np.ndarray) -> list[Traffic]:
-        chunk, item = self.layout.chunk_size, self.itemsize
-        out = []
-        for messages, pad in zip(count.tolist(), padding.tolist()):  # Python ints from here on
-            elements = messages * chunk
-            out.append(Traffic(messages, elements, elements * item, pad, pad * item))
-        return out
-
-    def _by(self, key: np.ndarray, size: int) -> list[Traffic]:
-        count = np.bincount(key, minlength=size)
-        padding = np.zeros(size, dtype=np.int64)
-        np.add.at(padding, key, self._padding_per_transfer)
-        return self._traffic(count, padding)
-
-    @cached_property
+    @property
     def sent(self) -> list[Traffic]:
         """Per rank: what it sent."""
-        return self._by(self.schedule.table[:, 1], self.schedule.n_ranks)
+        return self.counts.sent
 
-    @cached_property
+    @property
     def received(self) -> list[Traffic]:
         """Per rank: what it received."""
-        return self._by(self.schedule.table[:, 2], self.schedule.n_ranks)
+        return self.counts.received
 
-    @cached_property
+    @property
     def links(self) -> dict[tuple[int, int], Traffic]:
         """Per directed link (src, dst) that carried anything."""
-        n = self.schedule.n_ranks
-        key = self.schedule.table[:, 1] * n + self.schedule.table[:, 2]
-        used, inverse = _dense_ids(key, n * n)
-        traffic = self._by(inverse, used.size)
-        return {(int(k) // n, int(k) % n): t for k, t in zip(used.tolist(), traffic)}
+        return self.counts.links
 
-    @cached_property
+    @property
     def steps(self) -> list[Traffic]:
         """Per step: everything sent in that step."""
-        return self._by(self.schedule.table[:, 0], self.schedule.n_steps)
+        return self.counts.steps
 
-    @cached_property
+    @property
     def max_link_bytes_per_step(self) -> list[int]:
         """Per step: the bytes on the busiest link (the step's duration in the α-β model)."""
-        t, n = self.schedule.table, self.schedule.n_ranks
-        if t.shape[0] == 0:
-            return []
-        key = (t[:, 0] * n + t[:, 1]) * n + t[:, 2]
-        used, count = _runs(key)
-        busiest = np.zeros(self.schedule.n_steps, dtype=np.int64)
-        np.maximum.at(busiest, used // (n * n), count)
-        return [c * self.layout.chunk_size * self.itemsize for c in busiest.tolist()]
+        return self.counts.max_link_bytes_per_step
 
-    @cached_property
+    @property
     def total(self) -> Traffic:
-        return sum(self.sent, Traffic())
+        return self.counts.total
 
 
 def _exact(value, name: str) -> Fraction:
@@ -148,9 +106,31 @@ class CommLedger:
     """Traffic of every collective run in one world of ``n_ranks`` ranks (set by the first record).
 
     Pass one ledger to the collectives (or to a Communicator); query it afterwards, optionally by label.
+    ``messages`` carries the per-message records (header and CRC-32 as sent and as received,
+    :class:`ringemu.fault_link.Message`) of every step that ran with injected faults (:mod:`ringemu.faults`).
     """
 
     records: list[CollectiveRecord] = field(default_factory=list)
+    messages: list = field(default_factory=list)
+    # shared counts: one ScheduleCounts per distinct schedule, one LayoutCounts per (schedule, layout, itemsize)
+    _schedules: dict = field(default_factory=dict, repr=False, compare=False)
+    _layouts: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _shared(self, schedule: Schedule, layout: ChunkLayout, itemsize: int) -> LayoutCounts:
+        """The counts of an identical earlier call, or new ones. A schedule equal to one already recorded (same
+        name, shape and transfer table) is replaced by it, so a ledger holds each distinct table once."""
+        key = (schedule.name, schedule.n_ranks, schedule.n_chunks, schedule.n_steps, schedule.n_transfers,
+               schedule.initial, schedule.final)
+        counts = self._schedules.get(key)
+        if counts is None or (counts.schedule is not schedule
+                              and not np.array_equal(counts.schedule.table, schedule.table)):
+            counts = ScheduleCounts(schedule)
+            self._schedules[key] = counts
+        lkey = (id(counts), layout, itemsize)  # ChunkLayout is a frozen dataclass: equal layouts, one entry
+        shared = self._layouts.get(lkey)
+        if shared is None or shared.counts is not counts:
+            shared = self._layouts[lkey] = LayoutCounts(counts, layout, itemsize)
+        return shared
 
     def record(self, schedule: Schedule, layout: ChunkLayout, dtype: object, label: str,
                size_only: bool = False) -> CollectiveRecord:
@@ -162,7 +142,9 @@ class CommLedger:
             raise ValueError(f"layout has {layout.n_chunks} chunks but schedule {schedule.name} uses "
                              f"{schedule.n_chunks}")
         dt = resolve_dtype(dtype)
-        rec = CollectiveRecord(label, schedule, layout, dt.itemsize, dtype_name(dt), size_only)
+        counts = self._shared(schedule, layout, dt.itemsize)
+        rec = CollectiveRecord(label, counts.counts.schedule, counts.layout, dt.itemsize, dtype_name(dt), size_only,
+                               counts)
         self.records.append(rec)
         return rec
 
@@ -187,8 +169,8 @@ class CommLedger:
         """Sent and received traffic of every rank, summed over the selected records."""
         recs = self.select(label)
         n = self.n_ranks
-        sent = [sum((r.sent[k] for r in recs), Traffic()) for k in range(n)]
-        received = [sum((r.received[k] for r in recs), Traffic()) for k in range(n)]
+        sent = _sum_per_rank(recs, n, "sent")
+        received = _sum_per_rank(recs, n, "received")
         return [RankTraffic(k, sent[k], received[k]) for k in range(n)]
 
     def per_link(self, label=None) -> dict[tuple[int, int], Traffic]:
@@ -225,7 +207,7 @@ class CommLedger:
         buffer = sum(r.layout.padded_numel for r in recs)
         if buffer == 0:
             return Fraction(0)
-        busiest = max(sum(r.sent[k].elements for r in recs) for k in range(self.n_ranks))
+        busiest = max(t.elements for t in _sum_per_rank(recs, self.n_ranks, "sent"))
         return Fraction(busiest, buffer)
 
     def alpha_beta_time(self, bandwidth: int | Fraction | str, latency: int | Fraction | str = 0,
@@ -259,22 +241,45 @@ class CommLedger:
         }
 
 
-def _dense_ids(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct keys, each row's index into them), like ``np.unique(key, return_inverse=True)`` but in
-    O(len(key) + size) without sorting when the keys are below a modest ``size``."""
-    if size > 1 << 24:
-        used, inverse = np.unique(key, return_inverse=True)
-        return used, inverse.ravel()
-    present = np.bincount(key, minlength=size) > 0
-    used = np.flatnonzero(present)
-    index = np.cumsum(present) - 1
-    return used, index[key]
+_INT64_SUM_LIMIT = 1 << 62  # padding sums below this are added as int64 vectors, else as Python ints
 
 
-def _runs(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct keys, multiplicity), like ``np.unique(key, return_counts=True)``; O(len) for sorted keys, as the
-    schedules' (step, src, dst) keys are."""
-    if key.size and np.all(key[1:] >= key[:-1]):
-        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-        return key[starts], np.diff(np.append(starts, key.size))
-    return np.unique(key, return_counts=True)
+def _sum_per_rank(recs: list[CollectiveRecord], n: int, side: str) -> list[Traffic]:
+    """Per rank, the Traffic of ``side`` ("sent" or "received") summed over ``recs``: equal to adding the records'
+    per-rank Traffic one by one. Records are grouped by their shared counts. Messages depend on the schedule only,
+    so elements and bytes are (messages per rank) × (Σ chunk elements, Σ chunk bytes over the schedule's records),
+    multiplied in Python ints; padding vectors are added in int64 while the sum provably fits, else in Python ints.
+    """
+    groups: dict[int, list] = {}
+    for r in recs:
+        g = groups.setdefault(id(r.counts), [r.counts, 0])
+        g[1] += 1
+    schedules: dict[int, list] = {}  # id(ScheduleCounts) -> [counts, calls, Σ chunk elements, Σ chunk bytes]
+    pad = np.zeros(n, dtype=np.int64)  # padding elements
+    pad_bytes = np.zeros(n, dtype=np.int64)
+    exact_pad, exact_pad_bytes = [0] * n, [0] * n  # used once the int64 sums could overflow
+    bound = 0  # an upper bound of every int64 sum above
+    for shared, calls in groups.values():
+        s = schedules.setdefault(id(shared.counts), [shared.counts, 0, 0, 0])
+        s[1] += calls
+        s[2] += calls * shared.layout.chunk_size
+        s[3] += calls * shared.layout.chunk_size * shared.itemsize
+        vec = shared.sent_padding if side == "sent" else shared.received_padding
+        bound += calls * (int(vec.max()) if vec.size else 0) * shared.itemsize
+        if bound < _INT64_SUM_LIMIT:
+            pad += vec * calls
+            pad_bytes += vec * (calls * shared.itemsize)
+        else:
+            for k, v in enumerate(vec.tolist()):
+                exact_pad[k] += v * calls
+                exact_pad_bytes[k] += v * calls * shared.itemsize
+    messages, elements, nbytes = [0] * n, [0] * n, [0] * n
+    for counts, calls, chunk_elements, chunk_bytes in schedules.values():
+        per = (counts.sent_messages if side == "sent" else counts.received_messages).tolist()
+        for k, m in enumerate(per):
+            messages[k] += m * calls
+            elements[k] += m * chunk_elements
+            nbytes[k] += m * chunk_bytes
+    pad_list, pad_bytes_list = pad.tolist(), pad_bytes.tolist()
+    return [Traffic(messages[k], elements[k], nbytes[k], pad_list[k] + exact_pad[k],
+                    pad_bytes_list[k] + exact_pad_bytes[k]) for k in range(n)]

@@ -131,16 +131,17 @@ def shards_of(world: np.ndarray) -> list[np.ndarray]:
 
 
 def run_op(op: str, world, *, algorithm: str | None = None, ledger: CommLedger | None = None, mode: str = "fused",
-           ranks_per_node: int | None = None, label: str | None = None):
+           ranks_per_node: int | None = None, label: str | None = None, faults=None):
     """Run the collective named ``op`` (:func:`ringemu.algorithms.op_names`) by ``algorithm`` (None: the op's
     default, see :func:`ringemu.algorithms.resolve_op`) on ``world`` (N, S): all-gather gathers
     :func:`shards_of` (world) (or counts a VirtualBuffer world), the others reduce the world. Returns
-    :mod:`ringemu.collectives`' result; ``label`` (default the collective's own) names the call in the ledger."""
+    :mod:`ringemu.collectives`' result; ``label`` (default the collective's own) names the call in the ledger;
+    ``faults`` are passed on (:mod:`ringemu.faults`)."""
     collective, name = resolve_op(op, algorithm)
     run = getattr(collectives, collective.replace("-", "_"))  # reduce_scatter, all_gather, all_reduce
     data = shards_of(world) if collective == "all-gather" and isinstance(world, np.ndarray) else world
     named = {} if label is None else {"label": label}
-    return run(data, ledger=ledger, mode=mode, algorithm=name, ranks_per_node=ranks_per_node, **named)
+    return run(data, ledger=ledger, mode=mode, algorithm=name, ranks_per_node=ranks_per_node, faults=faults, **named)
 
 
 def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, check_traffic: str | None = None,

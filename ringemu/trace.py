@@ -19,6 +19,8 @@ import numpy as np
 from .blocks import integer_blocks, value_bound
 from .dtypes import dtype_name
 from .execute import run_schedule
+from .fault_link import run_faulty_step
+from .faults import with_step
 from .checks import check_n_ranks, check_numel
 from .layout import ChunkLayout
 from .provenance import initial_provenance, run_provenance
@@ -81,29 +83,37 @@ class Trace:
             "steps": [_state_dict(s, lay) for s in self.steps],
         }
 
-    def render(self) -> str:
+    def _repr_html_(self) -> str:
+        """Notebooks: the step-by-step stepper (:mod:`ringemu.views`) and a static SVG of the final state."""
+        from .views.notebook import trace_html
+        return trace_html(self)
+
+    def render(self, wrong: dict[int, set[tuple[int, int]]] | None = None) -> str:
         """The walk as text: per step, the transfers and a ranks × chunks grid of values and provenance.
 
         A cell reads ``[values] {ranks}``: the chunk's payload and the ranks whose input it holds; ``*`` marks a
-        chunk the rank received in this step; ``·`` a chunk that holds nothing yet; ``_`` a padding element.
+        chunk the rank received in this step; ``·`` a chunk that holds nothing yet; ``_`` a padding element;
+        ``!`` a cell listed in ``wrong[step]`` (a faulty run's cells that differ from the fault-free run's).
         """
+        wrong = wrong or {}
         sched, lay = self.schedule, self.layout
         head = (f"{sched.name}: {sched.n_ranks} ranks, {lay.numel} elements of {dtype_name(self.dtype)} per rank, "
                 f"{lay.n_chunks} chunk{'s' if lay.n_chunks != 1 else ''} of {lay.chunk_size}"
                 + (f" ({lay.padding} padding)" if lay.padding else "")
                 + f", {sched.n_steps} step{'s' if sched.n_steps != 1 else ''}")
-        lines = [head, "", "before step 1", *self._grid(self.initial, set())]
+        lines = [head, "", "before step 1", *self._grid(self.initial, set(), wrong.get(-1, set()))]
         for s in self.steps:
             received = {(t.dst, t.chunk) for t in s.transfers}
             verbs = " or ".join(sorted({_VERBS[t.op] for t in s.transfers}))
             lines += ["", f"step {s.step + 1}/{sched.n_steps}, {s.phase} (the receiver {verbs}): "
                       + ", ".join(f"{t.src}->{t.dst} c{t.chunk}" for t in s.transfers)]
-            lines += self._grid(s, received)
+            lines += self._grid(s, received, wrong.get(s.step, set()))
         return "\n".join(lines)
 
-    def _grid(self, state: TraceStep, received: set[tuple[int, int]]) -> list[str]:
+    def _grid(self, state: TraceStep, received: set[tuple[int, int]], wrong: set[tuple[int, int]]) -> list[str]:
         lay, n = self.layout, self.schedule.n_ranks
-        cells = [[_cell(state, lay, r, c, (r, c) in received) for c in range(lay.n_chunks)] for r in range(n)]
+        cells = [[_cell(state, lay, r, c, (r, c) in received) + ("!" if (r, c) in wrong else "")
+                  for c in range(lay.n_chunks)] for r in range(n)]
         width = [max(len(f"chunk {c}"), *(len(row[c]) for row in cells)) for c in range(lay.n_chunks)]
         label = len(f"rank {n - 1}")
         lines = [" " * (label + 2) + "  ".join(f"chunk {c}".ljust(width[c]) for c in range(lay.n_chunks)).rstrip()]
@@ -127,8 +137,11 @@ def format_ranks(ranks: frozenset[int], n_ranks: int) -> str:
     return "{" + ",".join(str(p[0]) if len(p) == 1 else f"{p[0]}-{p[-1]}" for p in parts) + "}"
 
 
-def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step") -> Trace:
+def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step", faults=None) -> Trace:
     """Run ``schedule`` one step at a time on a copy of ``world`` (N, S) and record every step.
+
+    ``faults`` (message faults of :mod:`ringemu.faults`) are applied at their steps with the link layer's checks
+    off, so that the trace shows the wrong values travelling; provenance stays the fault-free schedule's.
 
     Rows are zero-padded to the schedule's chunk layout (``ChunkLayout(S, n_chunks, N)``). For a schedule whose
     initial condition is ``"own"`` (all-gather) only shard r of row r is input; the rest of each row is set to
@@ -159,23 +172,27 @@ def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step") ->
         rows[:, 0] = 0
         one = Schedule(f"{schedule.name}[step {s}]", n, schedule.n_chunks, 1, rows, schedule.initial,
                        schedule.final, schedule.exchange)
-        run_schedule(one, buffers, mode)
+        here = [with_step(f, 0) for f in (faults or ()) if f.step == s and f.kind != "stop"]
+        if here:
+            run_faulty_step(one, buffers, 0, here, schedule.name, checksums=False)
+        else:
+            run_schedule(one, buffers, mode)
         steps.append(TraceStep(s, _phase(schedule, rows), readable[s], buffers.copy(), _frozen(history[s])))
     return Trace(schedule, layout, world.dtype, initial, tuple(steps))
 
 
 def trace_collective(op: str, n_ranks: int, numel: int, dtype: object = "int32", seed: int = 0,
                      max_abs: int | None = 9, algorithm: str | None = None, *,
-                     ranks_per_node: int | None = None) -> Trace:
+                     ranks_per_node: int | None = None, faults=None) -> Trace:
     """Trace collective ``op`` (an op name of :func:`ringemu.algorithms.op_names`) by ``algorithm`` (default the
     ring; see :func:`ringemu.algorithms.resolve_op`) on :func:`~ringemu.blocks.integer_blocks` (values in
-    [-max_abs, max_abs], single digits by default)."""
+    [-max_abs, max_abs], single digits by default). ``faults``: see :func:`trace_schedule`."""
     n = check_n_ranks(n_ranks)
     _check_small(n, check_numel(numel))
     schedule = schedule_for(op, n, algorithm, ranks_per_node=ranks_per_node)
     if max_abs is not None:
         max_abs = min(max_abs, value_bound(n, dtype))
-    return trace_schedule(schedule, integer_blocks(n, numel, seed, dtype, max_abs=max_abs))
+    return trace_schedule(schedule, integer_blocks(n, numel, seed, dtype, max_abs=max_abs), faults=faults)
 
 
 # -- internals -------------------------------------------------------------------------------------------------

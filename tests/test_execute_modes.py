@@ -224,4 +224,10 @@ def test_bench_command_quick_json(capsys):
         (op, impl) for op in ("reduce-scatter", "all-gather", "all-reduce")
         for impl in ("ringemu-fused", "ringemu-step", "numpy-loop")}
     assert all(r["min_s"] <= r["median_s"] <= r["max_s"] for r in out["rows"])
+    scale = out["scale"]  # the emulated world beside a direct call, and size-only runs in child processes
+    assert [row["ranks"] for row in scale["latency"]] == [8, 32]
+    assert all(set(row["seconds"]) == {"direct", "greenlet", "threads"} for row in scale["latency"])
+    assert [(p["ranks"], p["units"]) for p in scale["size_only"]] == [(8, 4), (1024, 4)]
+    assert all(p["wall_s"] > 0 and (p["peak_rss_bytes"] is None or p["peak_rss_bytes"] > 0)
+               for p in scale["size_only"])
     assert main(["bench", "--ranks", "0"]) == 2

@@ -54,7 +54,8 @@ def test_memory_ledger_refuses_non_integer_bytes():
 @pytest.mark.parametrize("kwargs, match", [({"mode": "zz"}, "mode must be one of"),
                                            ({"timeout": -1}, "timeout must be"),
                                            ({"timeout": float("inf")}, "timeout must be"),
-                                           ({"ledger": 3}, "ledger must be a CommLedger")])
+                                           ({"ledger": 3}, "ledger must be a CommLedger"),
+                                           ({"scheduler": "fibers"}, "scheduler must be one of greenlet, threads")])
 def test_emulated_world_checks_its_arguments(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
         EmulatedWorld(2, **kwargs)
@@ -65,8 +66,9 @@ def test_size_only_collectives_check_mode_too():
         ringemu.all_reduce(ringemu.VirtualBuffer((2, 3), "fp32"), mode="nope")
 
 
-def test_hung_world_names_the_rank_that_did_not_arrive():
-    world = EmulatedWorld(3, timeout=0.5)
+@pytest.mark.parametrize("scheduler", ["greenlet", "threads"])
+def test_hung_world_names_the_rank_that_did_not_arrive(scheduler):
+    world = EmulatedWorld(3, timeout=0.5, scheduler=scheduler)
 
     def late(comm):
         if comm.rank == 2:
@@ -87,7 +89,7 @@ def test_thread_start_failure_releases_started_ranks(monkeypatch):
         real_start(self)
 
     monkeypatch.setattr(threading.Thread, "start", failing_start)
-    world = EmulatedWorld(4, timeout=600)
+    world = EmulatedWorld(4, timeout=600, scheduler="threads")
     with pytest.raises(RuntimeError, match="can't start new thread"):
         world.run(lambda comm: comm.all_reduce(np.zeros(2)))
     monkeypatch.undo()

@@ -66,9 +66,10 @@ def test_the_scan_ignores_what_is_not_an_upward_import(source):
 
 def test_command_groups_on_top_come_from_setup_cfg_in_a_source_tree():
     # expected: the [options.entry_points] ringemu.commands section of this tree's setup.cfg, read by hand
-    assert dict(cli.plugin_modules()) == {"zero": "zero_stages.commands", "prove": "proofs.commands"}
+    assert dict(cli.plugin_modules()) == {"zero": "zero_stages.commands", "lesson": "zero_stages.lesson",
+                                          "plot": "zero_stages.plots", "prove": "proofs.commands"}
     commands = cli.build_parser()._subparsers._group_actions[0].choices
-    assert {"demo", "run", "trace", "count", "bench", "zero", "memory", "prove"} <= set(commands)
+    assert {"demo", "run", "trace", "count", "bench", "zero", "memory", "lesson", "plot", "prove"} <= set(commands)
 
 
 def test_a_setup_cfg_without_the_group_falls_back_to_installed_metadata(tmp_path):

@@ -106,10 +106,11 @@ def test_cli_ratio_when_dp_sends_nothing(argv, capsys):
 def test_cli_memory_anchor(capsys):
     assert main(["memory", "--params", "27781427952", "--ranks", "8", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    got = {s["name"]: (s["model_state_bytes_per_rank"][0], s["fits"]) for s in out["stages"]}
+    got = {s["name"]: (s["model_state_bytes_per_rank"][0], s["model_states_fit"]) for s in out["stages"]}
     assert got == {"dp": (444_502_847_232, False), "zero1": (152_797_853_736, False),
                    "zero2": (104_180_354_820, False), "zero3": (55_562_855_904, True)}
-    assert all(set(s) >= {"name", "model_state_bytes_per_rank", "traffic_sent_bytes_per_rank", "fits"}
+    assert all(set(s) >= {"name", "model_state_bytes_per_rank", "traffic_sent_bytes_per_rank", "model_states_fit",
+                                 "peak_fits"}
                for s in out["stages"])
 
 

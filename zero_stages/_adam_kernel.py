@@ -15,8 +15,9 @@ the same order as the reference (that of ``torch.optim.Adam(foreach=False)`` on 
 
 One pass reads each element's 16-bit reduced gradient (2 B) and master, m, v (12 B), and writes master, m, v
 (12 B), the fp32 averaged gradient (4 B) and the new 16-bit weight (2 B): 32 B per element, where the numpy
-reference makes about a dozen passes over fp64 temporaries. The kernels release the GIL (``nogil``), so the N
-rank threads of an emulated world update their shards in parallel.
+reference makes about a dozen passes over fp64 temporaries. The kernels release the GIL (``nogil``), so the
+rank threads of an emulated world run with ``scheduler="threads"`` update their shards in parallel (greenlet
+ranks, the default, run one after another in one thread).
 
 With ``RINGEMU_DISABLE_JIT=1`` every function here is plain Python on numpy scalars (the fma then goes through
 fp64 with round-to-odd, Boldo & Melquiond 2008): same bits, only slow; callers use the numpy reference instead.

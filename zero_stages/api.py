@@ -9,33 +9,38 @@ from __future__ import annotations
 import numpy as np
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
-from ringemu.backends.emulator import EmulatedWorld
+from ringemu.backends.emulator import EmulatedWorld, RankFailure
+from ringemu.backends.size_only import SizeOnlyWorld
 from ringemu.blocks import value_bound
 from ringemu.checks import MAX_NUMEL, check_budget, check_choice, check_int, check_n_ranks
 from ringemu.dtypes import dtype_name
+from ringemu.faults import CollectiveFault, as_plan
 from ringemu.ledger import CommLedger
+from ringemu.memory_guard import FIXED_BYTES, RANK_BYTES
 from ringemu.memory import MemoryLedger
 
 from . import dp, zero1, zero2, zero3
+from .activations import ActivationShape
 from .adam import AdamConfig
 from .closed_forms import STAGES, check_stage
 from .flat import FlatParams, check_psi, check_unit_sizes
 from .job import Job
 from .model import MLP, default_width
 from .precision import LOSS_SCALING_KINDS, LossScaling, check_wire_dtype, default_loss_scaling
+from .rank_classes import run_by_class
 from .report import StageReport, build_report
+from .step_guard import StepFailed
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
-__all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "train", "run_size_only", "run_job", "training_job",
+__all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "StepFailed", "train", "run_size_only", "run_job", "training_job",
            "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS", "MAX_TRAINING_STEPS", "SIZE_ONLY_LINK_BUDGET",
            "SIZE_ONLY_RANK_UNIT_BUDGET", "TRAINING_STATE_BUDGET", "TRAINING_WORK_BUDGET", "TRAINING_LINK_BUDGET",
-           "MAX_MICRO_BATCH",
-           "MAX_WIDTH"]
+           "MAX_MICRO_BATCH", "MAX_WIDTH", "training_bytes"]
 
 RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
 DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
-MAX_SIZE_ONLY_RANKS = 1024  # each counted collective walks its N·(N−1)-transfer schedule; the lesson's largest N
-MAX_TRAINING_RANKS = 1024  # one thread (or process) per rank, each holding its own model states; the lesson's largest N
+MAX_SIZE_ONLY_RANKS = 1024  # each distinct collective walks its N·(N−1)-transfer table once; the lesson's largest N
+MAX_TRAINING_RANKS = 1024  # a greenlet (or process) per rank, each with its own model states; the lesson's largest N
 MAX_TRAINING_STEPS = 100_000  # steps of one training run
 # Work bounds, checked before anything is allocated (ringemu.checks.check_budget):
 SIZE_ONLY_LINK_BUDGET = 2 ** 22  # units·N²: every counted collective records an N×N link table per unit (8 B each)
@@ -55,7 +60,7 @@ def _rank_function(stage):
 
 
 def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
-            algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
+            algorithm: str = DEFAULT_ALGORITHM, faults=None) -> StageReport:
     """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``.
 
     The ranks run in ``EmulatedWorld(n, comm_ledger, mode, algorithm=algorithm)`` (``algorithm``: a name of
@@ -63,24 +68,57 @@ def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
     algorithm's all-reduce, so parity with DP holds for each), or in ``world_factory(n, comm_ledger)``: any world
     whose ``run(fn, job)`` calls ``fn(comm, job)`` once per rank with a Communicator and returns the results in
     rank order (e.g. ``ringemu.backends.torch_launch.TorchWorld``, one torch.distributed process per rank).
+    A size-only job without a ``world_factory`` runs in a :class:`~ringemu.backends.SizeOnlyWorld` (ranks one
+    after another, no threads); for a built-in stage, one rank per class of ranks with equal shard sizes
+    (:mod:`zero_stages.rank_classes`, tested equal to running every rank).
+
+    ``faults`` (emulator only; :mod:`ringemu.faults`): a step that meets one is rolled back on every rank
+    (:mod:`zero_stages.step_guard`) and :class:`~zero_stages.step_guard.StepFailed` is raised — or, with a
+    ``FaultPlan(retry=True)``, the step runs again. A fault that never fires is a ValueError.
     """
     fn, name = _rank_function(stage)
     comm = CommLedger()
     n = job.flat.n_ranks
-    world = (EmulatedWorld(n, comm, mode=mode, algorithm=algorithm) if world_factory is None
-             else world_factory(n, comm))
-    results = world.run(fn, job)
+    plan = as_plan(faults)
+    if plan is not None and (world_factory is not None or job.size_only):
+        raise ValueError("faults need the emulator backend and a training job (real numbers)")
+    if world_factory is not None:
+        results = world_factory(n, comm).run(fn, job)
+    elif job.size_only:
+        world = SizeOnlyWorld(n, comm, algorithm=algorithm)
+        results = run_by_class(fn, job, world) if fn in RANK_FUNCTIONS.values() else world.run(fn, job)
+    else:
+        try:
+            results = EmulatedWorld(n, comm, mode=mode, algorithm=algorithm, faults=plan).run(fn, job)
+        except RankFailure as exc:
+            if isinstance(exc.__cause__, CollectiveFault) and exc.__cause__.states:
+                raise StepFailed(exc.__cause__) from exc.__cause__
+            raise
+        if plan is not None and plan.unfired():
+            raise ValueError(f"fault {plan.unfired()[0]} never fired: {name} made no matching collective call "
+                             f"(labels seen: {', '.join(plan.labels_seen())})")
     return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
                         job.memory, comm)
 
 
+def _activation_layers(activation_bytes, activations) -> tuple[int, ...]:
+    if activations is not None:
+        if activation_bytes:
+            raise ValueError("give activation_bytes or activations (an ActivationShape), not both")
+        if not isinstance(activations, ActivationShape):
+            raise TypeError(f"activations must be a zero_stages.ActivationShape; got {type(activations).__name__}")
+        return activations.layer_bytes()
+    act = check_int(activation_bytes, "activation_bytes", minimum=0, maximum=MAX_NUMEL)
+    return (act,) if act else ()
+
+
 def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
-                  loss_scaling: LossScaling | None = None) -> Job:
+                  loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None) -> Job:
     """The :class:`Job` of :func:`run_size_only` (one step on size-only buffers)."""
     n = check_n_ranks(n_ranks)
     if n > MAX_SIZE_ONLY_RANKS:
-        raise ValueError(f"n_ranks must be at most {MAX_SIZE_ONLY_RANKS} for size-only runs (every collective is "
-                         f"counted by walking its N·(N-1) transfers, one thread per rank); got {n}")
+        raise ValueError(f"n_ranks must be at most {MAX_SIZE_ONLY_RANKS} for size-only runs (every distinct collective "
+                         f"is counted by walking its N·(N-1) transfers); got {n}")
     if (psi is None) == (unit_sizes is None):
         raise ValueError("give exactly one of psi (a parameter count) and unit_sizes (a list of unit sizes)")
     units = (check_psi(psi),) if unit_sizes is None else check_unit_sizes(unit_sizes)
@@ -89,23 +127,25 @@ def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activat
     check_budget(len(units) * n, SIZE_ONLY_RANK_UNIT_BUDGET, "units·n_ranks of a size-only run",
                  "one thread per rank walks every unit's collectives")
     wire = check_wire_dtype(wire_dtype)
-    act = check_int(activation_bytes, "activation_bytes", minimum=0, maximum=MAX_NUMEL)
-    return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, act), AdamConfig(),
+    layers = _activation_layers(activation_bytes, activations)
+    return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, layers), AdamConfig(),
                loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False)
 
 
 def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
-                  loss_scaling: LossScaling | None = None, algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
+                  loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None,
+                  algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
     """One training step of ``stage`` on size-only buffers: the ledgers count, nothing is computed.
 
-    Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. ``activation_bytes``
-    per rank are recorded as activations during the step. bf16 runs without loss scaling; fp16 adds the
-    one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``). The collectives run ``algorithm``
-    (:func:`run_job`).
+    Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. Activations are
+    recorded layer by layer from ``activations`` (an :class:`~zero_stages.activations.ActivationShape`,
+    Korthikanti et al. 2022), or as one block of ``activation_bytes`` per rank. bf16 runs without loss scaling;
+    fp16 adds the one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``). The collectives run
+    ``algorithm`` (:func:`run_job`).
     """
     _rank_function(stage)
-    return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling),
-                   algorithm=algorithm)
+    return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling,
+                                        activations), algorithm=algorithm)
 
 
 def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
@@ -165,16 +205,33 @@ def _loss_scaling(loss_scaling, wire) -> LossScaling:
 def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
           micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
           loss_scaling: LossScaling | None = None, record_history: bool = True, mode: str = "fused",
-          algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
+          algorithm: str = DEFAULT_ALGORITHM, faults=None) -> StageReport:
     """Train with real numbers for ``steps`` steps on ``n_ranks`` emulated ranks; keep every rank's final state
     (and, with ``record_history``, its state after every step) so that parity with DP can be checked.
 
     ``grads="model"`` trains :class:`~zero_stages.model.MLP` (``unit_sizes`` default ``DEFAULT_UNIT_SIZES``,
     ``width`` default :func:`~zero_stages.model.default_width`); ``grads="blocks"`` feeds fixed-seed integer
     blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none. The collectives run
-    ``algorithm`` (a name of :func:`ringemu.backends.communicator_algorithms`, default the ring).
+    ``algorithm`` (a name of :func:`ringemu.backends.communicator_algorithms`, default the ring). ``faults``: see
+    :func:`run_job`.
     """
     _rank_function(stage)
     job = training_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, micro_batch=micro_batch, width=width,
                        adam=adam, loss_scaling=loss_scaling, record_history=record_history)
-    return run_job(stage, job, mode, algorithm=algorithm)
+    return run_job(stage, job, mode, algorithm=algorithm, faults=faults)
+
+
+def training_bytes(stage, n_ranks, steps, unit_sizes=None, wire_dtype="bf16", record_history: bool = True) -> int:
+    """Estimated bytes of :func:`train` with real numbers, from the stage's own size-only run: every rank's peak
+    (model states and transient buffers, as its MemoryLedger records them), the padded world of the largest
+    collective in 4-byte elements, and, with ``record_history``, each step's copies of what a rank holds (its
+    model states, its fp32 averaged gradient and its whole 16-bit gradients). An upper-bound sum, for refusing runs
+    that cannot fit (:func:`ringemu.memory_guard.check_fits`), not an exact figure."""
+    units = DEFAULT_UNIT_SIZES if unit_sizes is None else check_unit_sizes(unit_sizes)
+    report = run_size_only(stage, n_ranks, unit_sizes=units, wire_dtype=wire_dtype)
+    n = report.n_ranks
+    peaks = sum(report.peak_bytes_per_rank)
+    world = n * n * -(-max(units) // n) * 4  # (N, N·ceil(S/N)) padded world of the largest unit
+    per_step = sum(report.model_state_bytes_per_rank) + n * (2 * report.psi + 4 * -(-report.psi // n))
+    objects = FIXED_BYTES + RANK_BYTES * n * len(units) * (steps + 1)  # Python objects: records, pieces, ledgers
+    return peaks + world + (steps + 1) * per_step * record_history + objects

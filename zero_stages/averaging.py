@@ -16,16 +16,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from ringemu.dtypes import DTYPES
 from ringemu.virtual import VirtualBuffer, is_virtual
+from ringemu.wire import WIRE_BF16, WIRE_FP16, wire_kind
 
 __all__ = ["average_gradient", "average_gradient_reference", "kernel_kind16"]
+
+
+_KIND16 = {DTYPES["bf16"]: WIRE_BF16, DTYPES["fp16"]: WIRE_FP16}  # ringemu.wire's codes of the 16-bit types
 
 
 def kernel_kind16(dtype) -> int | None:
     """The compiled kernels' code of a 16-bit type, :func:`ringemu.wire.wire_kind` (``WIRE_BF16`` or
     ``WIRE_FP16``, the one table of wire kinds), or None for a dtype they do not take (the numpy reference is
     used then). Imports no numba."""
-    from ringemu.wire import WIRE_BF16, WIRE_FP16, wire_kind
+    if isinstance(dtype, np.dtype):  # the common case: one dict lookup
+        return _KIND16.get(dtype)
     try:
         kind = wire_kind(np.dtype(dtype))
     except (TypeError, ValueError):

@@ -36,6 +36,10 @@ class Arena:
         self.memory.free(self.rank, name)
         del self._padding[name]
 
+    def live_names(self) -> list[str]:
+        """Names of the buffers this arena holds now."""
+        return list(self._padding)
+
     @property
     def padding_bytes(self) -> int:
         return sum(self._padding.values())

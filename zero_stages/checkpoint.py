@@ -200,7 +200,7 @@ def resume_job(checkpoint: Checkpoint, n_ranks: int, steps: int, record_history:
 
 
 def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = None, mode: str = "fused",
-                 algorithm: str | None = None):
+                 algorithm: str | None = None, faults=None):
     """Run ``stage`` for ``job`` (see :func:`zero_stages.api.run_job`), saving a checkpoint into
     ``checkpoint_dir`` after every ``save_every``-th step when both are given. Returns (report, writer or None)."""
     from .api import run_job
@@ -219,7 +219,7 @@ def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = 
         job = dataclasses.replace(job, on_step_end=writer)
         writer.job = job
     extra = {} if algorithm is None else {"algorithm": algorithm}
-    return run_job(stage, job, mode, **extra), writer
+    return run_job(stage, job, mode, faults=faults, **extra), writer
 
 
 def state_of_report(report, loss_scaling: LossScaling) -> TrainingState:

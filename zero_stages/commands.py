@@ -17,18 +17,25 @@ from ringemu.algorithms import DEFAULT_ALGORITHM
 from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
 from ringemu.checks import parse_number
+from ringemu.faults import FaultPlan
 from ringemu.units import GB, format_gb
 
-from .api import (DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, run_size_only,
+from ringemu.memory_guard import check_fits
+
+from .activations import RECOMPUTE, ActivationShape
+from .anchor import ANCHOR_UNIT_SIZES, ANCHOR_UNITS_ASSUMPTION
+from .api import (DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, training_bytes,
                   training_job)
 from .checkpoint import load_checkpoint, resume_job, run_training
 from .closed_forms import STAGES
 from .flat import MAX_PSI
+from .memory_report import memory_report
 from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
 from .report import OVERFLOW_LABEL, StageReport, stage_json
 from .workload import GRADIENT_SOURCES
 
-__all__ = ["register", "zero_command", "memory_command", "BACKENDS", "NO_RATIO", "NO_STEP_RATIO", "MAX_CARD_GB"]
+__all__ = ["register", "zero_command", "memory_command", "add_activation_arguments", "activation_shape",
+           "model_size", "BACKENDS", "NO_RATIO", "NO_STEP_RATIO", "MAX_CARD_GB"]
 
 BACKENDS = ("emulator", "torch")
 NO_RATIO = "n/a (DP sends nothing)"  # printed when DP sends no elements (N = 1, or --steps 0)
@@ -130,24 +137,48 @@ def register(subparsers) -> None:
     z.add_argument("--resume", metavar="DIR", default=None,
                    help="continue from a checkpoint (its latest step, or a step directory) for --steps more steps, "
                         "at --ranks and --stage (default: the checkpoint's); model, data and settings come from it")
+    z.add_argument("--fault", action="append", metavar="SPEC", default=[],
+                   help="inject a fault into the chosen stage's run, e.g. stop:rank=5,label=param_all_gather_bwd,"
+                        "step=2 (grammar: docs/faults.md); repeatable; needs one --stage")
+    z.add_argument("--on-fault", choices=("raise", "retry"), default="raise",
+                   help="after rolling the failed step back: stop with an error (default), or run the step again")
     z.add_argument("--json", action="store_true")
     z.set_defaults(handler=zero_command)
 
-    m = subparsers.add_parser("memory", help="size-only model-state memory and traffic per rank of the four stages")
+    m = subparsers.add_parser("memory", help="size-only memory (model states, activations, buffers in flight) and "
+                                             "traffic per rank of the four stages")
     size = m.add_mutually_exclusive_group(required=True)
     size.add_argument("--params", type=_integer(1, MAX_PSI),
                       help=f"Ψ, the parameter count (1 to {MAX_PSI:_} = 2^61 - 1), as one unit")
     size.add_argument("--units", type=_unit_list,
                       help="Ψ as unit (layer) sizes, comma-separated: each unit is sharded and, in ZeRO-3, gathered "
                            "on its own, so the peak shows the largest units in flight")
+    size.add_argument("--anchor", action="store_true",
+                      help="the lesson's anchor (Ψ = 27,781,427,952) as layer sizes: embedding, 64 layers of "
+                           "372,000,000, output head (an assumed split, printed)")
     m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
     m.add_argument("--gpu-gb", type=_card_gb, default=Decimal(80),
                    help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16")
+    add_activation_arguments(m)
     _algorithm_argument(m)
     m.add_argument("--json", action="store_true")
     m.set_defaults(handler=memory_command)
+
+
+def add_activation_arguments(parser) -> None:
+    """``--seq --batch --hidden --layers --heads --recompute`` (read back by :func:`activation_shape`)."""
+    act = parser.add_argument_group("activations (Korthikanti et al. 2022, §4, Table 2); give --seq, --batch, --hidden "
+                               "and --layers together")
+    act.add_argument("--seq", type=_integer(1), help="s, the sequence length in tokens")
+    act.add_argument("--batch", type=_integer(1), help="b, the micro-batch per rank")
+    act.add_argument("--hidden", type=_integer(1), help="h, the hidden size")
+    act.add_argument("--layers", type=_integer(1), help="L, the number of transformer layers")
+    act.add_argument("--heads", type=_integer(1), help="a, attention heads (needed with --recompute none)")
+    act.add_argument("--recompute", choices=RECOMPUTE, default="selective",
+                     help="none: s·b·h·(34 + 5·a·s/h) B per layer; selective: 34·s·b·h; full: 2·s·b·h (default "
+                          "selective)")
 
 
 def _algorithm_argument(p: argparse.ArgumentParser) -> None:
@@ -182,7 +213,8 @@ def _print_stage(report: StageReport, info: dict) -> None:
 def _torch_command(args, units, scaling) -> int:
     from zero_stages.torch.torch_zero import run_zero_on_torch  # torch is an optional extra
     out = run_zero_on_torch(args.stage, args.ranks, args.steps, args.dtype, args.seed, args.grads, args.timeout,
-                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm or args.algorithm)
+                            unit_sizes=units, loss_scaling=scaling, algorithm=args.torch_algorithm or args.algorithm,
+                            faults=tuple(args.fault) or None)
     ok = all(e["parity_with_dp"] and e["parity_with_emulator"] is not False for e in out["stages"])
     if args.json:
         print(json.dumps(out))
@@ -259,11 +291,12 @@ def _checkpoint_flags(args):
     return loaded
 
 
-def _train_stages(args, stages, scaling, loaded) -> dict:
-    """Every stage's report; the chosen stage saves checkpoints when asked; a resumed run starts every stage
-    (DP included) from the same checkpoint."""
+def _train_stages(args, stages, scaling, loaded, plan) -> dict:
+    """Every stage's report; the chosen stage saves checkpoints when asked and meets the faults; a resumed run
+    starts every stage (DP included) from the same checkpoint. The chosen stage runs first, so that a failed step
+    stops the command before any other run."""
     reports = {}
-    for s in stages:
+    for s in sorted(stages, key=lambda s: s != args.stage):
         if loaded is not None:
             job = resume_job(loaded, args.ranks, args.steps)
         else:
@@ -271,11 +304,21 @@ def _train_stages(args, stages, scaling, loaded) -> dict:
                                loss_scaling=scaling)
         saving = args.checkpoint is not None and s == args.stage
         reports[s], writer = run_training(s, job, args.checkpoint if saving else None,
-                                          args.save_every if saving else None, algorithm=args.algorithm)
+                                          args.save_every if saving else None, algorithm=args.algorithm,
+                                          faults=plan if s == args.stage else None)
         if writer is not None and not args.json:
             print(f"checkpoints of {s} written: {', '.join(str(p) for p in writer.saved) or 'none'}",
                   file=sys.stderr)
     return reports
+
+
+def _check_fits(args, stages, units) -> None:
+    """Refuse (exit 2) a training run whose real arrays cannot fit this machine's memory; name ``ringemu memory``."""
+    sizes = list(units or DEFAULT_UNIT_SIZES)
+    need = sum(training_bytes(s, args.ranks, args.steps, sizes, args.dtype) for s in stages)  # all reports are kept
+    shown = ",".join(map(str, sizes)) if len(sizes) <= 8 else f"<the same {len(sizes)} units>"
+    check_fits(need, f"ringemu zero on {args.ranks} ranks ({', '.join(stages)}; steps: {args.steps})",
+               f"ringemu memory --units {shown} --ranks {args.ranks} --dtype {args.dtype}")
 
 
 def zero_command(args) -> int:
@@ -284,10 +327,22 @@ def zero_command(args) -> int:
     _check_blocks(args)
     units = args.units
     scaling = _loss_scaling(args) if loaded is None else None
+    if args.on_fault != "raise" and not args.fault:
+        raise ValueError("--on-fault needs --fault (without faults no step fails)")
+    if args.fault and args.stage == "all":
+        raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
     if args.backend == "torch":
+        if args.on_fault == "retry":
+            raise ValueError("--on-fault retry runs on the emulator backend only (on torch the ranks that lost a "
+                             "peer cannot all retry together)")
+        if args.fault and args.torch_algorithm == NATIVE:
+            raise ValueError("--fault needs a registry schedule over send/recv on the torch backend (drop "
+                             "--torch-algorithm native)")
         return _torch_command(args, units, scaling)
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
-    reports = _train_stages(args, stages, scaling, loaded)
+    _check_fits(args, stages, units)
+    plan = FaultPlan(tuple(args.fault), retry=args.on_fault == "retry") if args.fault else None
+    reports = _train_stages(args, stages, scaling, loaded, plan)
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
     infos = {s: stage_json(reports[s], dp) for s in shown}
@@ -320,42 +375,63 @@ def zero_command(args) -> int:
     return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
 
 
+def activation_shape(args) -> ActivationShape | None:
+    """The :class:`ActivationShape` of the flags :func:`add_activation_arguments` added; None if none given."""
+    given = {f: getattr(args, f) for f in ("seq", "batch", "hidden", "layers")}
+    if all(v is None for v in given.values()):
+        if args.heads is not None:
+            raise ValueError("--heads needs --seq, --batch, --hidden and --layers")
+        return None
+    missing = [f"--{f}" for f, v in given.items() if v is None]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} must be given too: activations need --seq, --batch, --hidden and "
+                         f"--layers together")
+    if args.recompute == "none" and args.heads is None:
+        raise ValueError("--heads must be given with --recompute none (s·b·h·(34 + 5·a·s/h) needs a)")
+    return ActivationShape(args.seq, args.batch, args.hidden, args.layers, args.recompute, args.heads)
+
+
+def model_size(args) -> tuple[list[int] | None, dict]:
+    """(unit sizes or None, the size keyword of run_size_only) from ``--params`` / ``--units`` / ``--anchor``."""
+    units = list(ANCHOR_UNIT_SIZES) if args.anchor else args.units
+    return units, ({"unit_sizes": units} if units else {"psi": args.params})
+
+
 def memory_command(args) -> int:
     card = Fraction(args.gpu_gb) * GB  # bytes, exact
-    rows = []
-    size = {"unit_sizes": args.units} if args.units else {"psi": args.params}
-    for s in STAGES:
-        rep = run_size_only(s, args.ranks, wire_dtype=args.dtype, algorithm=args.algorithm, **size)
-        worst = max(rep.model_state_bytes_per_rank)
-        rows.append({
-            "name": s,
-            "model_state_bytes_per_rank": rep.model_state_bytes_per_rank,
-            "model_state_padding_bytes_per_rank": rep.model_state_padding_bytes_per_rank,
-            "model_state_gb": format_gb(worst),
-            "traffic_sent_bytes_per_rank": rep.traffic_sent_bytes_per_rank,
-            "traffic_sent_elements_per_rank": rep.traffic_sent_elements_per_rank,
-            "traffic_gb": format_gb(max(rep.traffic_sent_bytes_per_rank)),
-            "peak_bytes_per_rank": rep.peak_bytes_per_rank,
-            "fits": worst <= card,
-        })
-    psi = sum(args.units) if args.units else args.params
-    out = {"params": psi, "unit_sizes": args.units or [psi], "ranks": args.ranks, "gpu_gb": f"{args.gpu_gb:f}",
-           "dtype": args.dtype, "algorithm": args.algorithm, "stages": rows}
+    activations = activation_shape(args)
+    units, size = model_size(args)
+    out = memory_report(args.ranks, activations=activations, card_bytes=card, wire_dtype=args.dtype,
+                        algorithm=args.algorithm, **size)
+    out["gpu_gb"] = f"{args.gpu_gb:f}"
+    assumptions = ([ANCHOR_UNITS_ASSUMPTION] if args.anchor else []) + \
+        (activations.assumptions() if activations else ["no activations counted (give --seq, --batch, --hidden, "
+                                                        "--layers)"])
+    out["assumptions"] = assumptions
+    for row in out["stages"]:
+        row["model_state_gb"] = format_gb(max(row["model_state_bytes_per_rank"]))
+        row["peak_gb"] = format_gb(row["peak_bytes"])
+        row["traffic_gb"] = format_gb(max(row["traffic_sent_bytes_per_rank"]))
     if args.json:
         print(json.dumps(out))
         return 0
-    shape = f" in {len(args.units)} units" if args.units else ""
+    psi = out["params"]
+    shape = f" in {len(units)} units" if units else ""
     print(f"Ψ = {psi:,} parameters{shape}, N = {args.ranks} ranks, {args.dtype}, {args.algorithm} collectives, "
-          f"card {args.gpu_gb:f} GB "
-          f"(GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
-    print(f"{'stage':<6} {'model states B/rank':>22} {'GB':>8} {'padding B':>10} {'fits':>5} "
-          f"{'traffic B/rank/step':>22} {'GB':>7} {'peak B/rank':>18}")
-    for r in rows:
-        print(f"{r['name']:<6} {max(r['model_state_bytes_per_rank']):>22,} {r['model_state_gb']:>8} "
-              f"{max(r['model_state_padding_bytes_per_rank']):>10,} {'yes' if r['fits'] else 'no':>5} "
-              f"{max(r['traffic_sent_bytes_per_rank']):>22,} {r['traffic_gb']:>7} "
-              f"{max(r['peak_bytes_per_rank']):>18,}")
-    print("peak: model states plus transient buffers (gathered parameters, gradient buckets, the fp32 averaged "
-          "gradient of one unit)" + ("" if args.units else "; Ψ is one unit here, so ZeRO-3 gathers all of it at "
-                                     "once: give --units for per-layer peaks (lesson claim M10)"))
+          f"card {args.gpu_gb:f} GB (GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
+    for line in assumptions:
+        print(f"assumes: {line}")
+    print(f"{'stage':<6} {'model states B/rank':>20} {'GB':>7} {'states fit':>10} {'activations B':>16} "
+          f"{'buffers B':>15} {'peak B/rank':>18} {'GB':>7} {'peak fits':>9} {'traffic B/rank/step':>20} {'GB':>7}")
+    for r in out["stages"]:
+        print(f"{r['name']:<6} {max(r['model_state_bytes_per_rank']):>20,} {r['model_state_gb']:>7} "
+              f"{'yes' if r['model_states_fit'] else 'no':>10} {max(r['activation_peak_bytes_per_rank']):>16,} "
+              f"{r['buffer_bytes_at_peak']:>15,} {r['peak_bytes']:>18,} {r['peak_gb']:>7} "
+              f"{'yes' if r['peak_fits'] else 'no':>9} {max(r['traffic_sent_bytes_per_rank']):>20,} "
+              f"{r['traffic_gb']:>7}")
+    print("states fit: model states alone under the card (the lesson's reading, claim M6). peak fits: the peak per "
+          "rank under the card, i.e. model states + activations + buffers in flight (gathered parameters, gradient "
+          "buckets, the fp32 averaged gradient of one unit) at the moment the rank's total peaked"
+          + ("" if units else "; Ψ is one unit here, so ZeRO-3 gathers all of it at once: give --units or --anchor "
+                              "for per-layer peaks (lesson claim M10)"))
     return 0

@@ -16,6 +16,7 @@ from .buffers import Arena, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
+from .step_guard import StepGuard
 
 __all__ = ["run_rank"]
 
@@ -35,7 +36,7 @@ def run_rank(comm, job: Job) -> RankResult:
     scaler, rec = LossScaler(job.loss_scaling, job.resume), Recorder(job, comm.rank)
     held = [(u, 0, weights16[u]) for u in units]
 
-    for step in job.step_range():
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         # 1-2. Forward, backward; all-reduce each unit's gradient as soon as backward has produced it.
         ctx = job.workload.begin_step(arena, step, comm.rank)
         for u in units:
@@ -57,5 +58,7 @@ def run_rank(comm, job: Job) -> RankResult:
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
         job.end_step(comm.rank, step, opt, scaler, held)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(job.step_range(), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

@@ -41,12 +41,17 @@ class Job:
     resume: Any = None  # a zero_stages.checkpoint.TrainingState to start from (full per-unit states), or None
     first_step: int = 0  # index of the first step (the workload's data for step t is the same in every run)
     on_step_end: Any = None  # callable(rank, step, opt, scaler, weights16 pieces) after every step, or None
+    _initial: dict = field(default_factory=dict, repr=False, compare=False)  # unit -> initial fp32 values, read-only
 
     def init_unit(self, unit: int):
-        """Unit ``unit``'s initial fp32 master weights: the workload's, or the resumed state's."""
-        if self.resume is not None:
-            return self.resume.master[unit].copy()
-        return self.workload.init_unit(unit)
+        """Unit ``unit``'s initial fp32 values (None when size-only): the resumed state's master weights, or the
+        workload's, computed once per job and shared by the ranks read-only (each copies what it keeps)."""
+        if unit not in self._initial:
+            values = self.workload.init_unit(unit) if self.resume is None else self.resume.master[unit].copy()
+            if values is not None:
+                values.flags.writeable = False
+            self._initial[unit] = values
+        return self._initial[unit]
 
     def step_range(self) -> range:
         """The step indices this run takes: ``first_step`` to ``first_step + steps``."""
@@ -119,6 +124,11 @@ class Recorder:
         return StepRecord(step, skipped, scale, copy(weights16), copy(opt.pieces(opt.master)),
                           copy(opt.pieces(opt.m)), copy(opt.pieces(opt.v)),
                           sorted(self._grad32, key=lambda p: p[0]), dict(self._local))
+
+    def rollback(self, n_history: int) -> None:
+        """Forget what a failed step collected (and any record after the first ``n_history``)."""
+        del self.history[n_history:]
+        self._grad32, self._local = [], {}
 
     def end_step(self, step: int, skipped: bool, scale: float, weights16: Pieces, opt) -> None:
         if self.active:

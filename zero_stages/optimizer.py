@@ -103,6 +103,10 @@ class OptimizerShard:
         self._fresh16[unit] = fresh16
         return grad32
 
+    def forget_fresh(self) -> None:
+        """Drop the 16-bit weights of updates not yet handed out (a failed step is being rolled back)."""
+        self._fresh16.clear()
+
     def weights16(self, unit: int, dtype):
         """This part of unit's master weights rounded to the 16-bit type."""
         fresh = self._fresh16.pop(unit, None)

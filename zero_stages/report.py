@@ -61,6 +61,21 @@ class StageReport:
     skipped_steps: list[bool] = field(default_factory=list)
     loss_scales: list[float] = field(default_factory=list)
 
+    def _repr_html_(self) -> str:
+        """Notebooks: memory per rank by category (current / peak) and traffic per collective label."""
+        from ringemu.views.notebook import table_html
+        cats = list(self.memory_by_category_per_rank[0]) if self.memory_by_category_per_rank else []
+        memory = table_html(
+            f"{self.name}: memory per rank, bytes now / peak (N = {self.n_ranks}, Ψ = {self.psi:,}"
+            f"{', size-only' if self.size_only else ''})", ["rank", *cats, "peak total"],
+            [[r, *(f"{row[c]['current']:,} / {row[c]['peak']:,}" for c in cats), self.peak_bytes_per_rank[r]]
+             for r, row in enumerate(self.memory_by_category_per_rank)])
+        traffic = table_html(f"{self.name}: bytes sent per rank over {self.steps} step(s)", ["label", "busiest rank",
+                                                                                          "elements", "padding"],
+                             [[label, max(t["sent_bytes_per_rank"]), max(t["sent_elements_per_rank"]),
+                               max(t["padding_elements_per_rank"])] for label, t in self.traffic_by_label.items()])
+        return memory + traffic
+
     def memory_by_category(self) -> list[dict[str, dict[str, int]]]:
         """Per rank: ``{category: {"current": bytes, "peak": bytes}}``."""
         return self.memory_by_category_per_rank

@@ -13,8 +13,10 @@ A stage drives one step of any source the same way::
   the ranks is exact in the wire type, so the reduction is order-independent. They stand for the 16-bit gradient
   as backward hands it over, loss scale included, so the scale is not applied again. Rank r's gradient of unit
   u at ``step`` is row r of ``integer_blocks(N, S_u, seed_of(seed, step, u), wire)``.
-* :class:`SizeOnlyWorkload` computes nothing; it records ``activation_bytes`` of activations from the first
-  unit's forward to its backward, so that activation memory can be shown beside the model states.
+* :class:`SizeOnlyWorkload` computes nothing; it records activations layer by layer (``activation_layers``,
+  bytes per layer, e.g. from :class:`~zero_stages.activations.ActivationShape`): layer l of L is allocated in
+  the forward of unit ⌊l·U/L⌋ and freed in that unit's backward, so activation memory is shown beside the model
+  states and the peak sees the activations and the buffers in flight together.
 """
 from __future__ import annotations
 
@@ -121,10 +123,17 @@ class _BlockStep:
 @dataclass(frozen=True)
 class SizeOnlyWorkload:
     unit_sizes: tuple[int, ...]
-    activation_bytes: int = 0
+    activation_layers: tuple[int, ...] = ()  # bytes per layer, each held from its unit's forward to its backward
 
     def init_unit(self, unit: int):
         return None
+
+    def layers_of_unit(self, unit: int) -> range:
+        """The layers whose activations unit ``unit`` holds: those l with ⌊l·U/L⌋ = unit."""
+        n_units, n_layers = len(self.unit_sizes), len(self.activation_layers)
+        first = -(-unit * n_layers // n_units)  # smallest l with l·U >= unit·L
+        last = -(-(unit + 1) * n_layers // n_units)
+        return range(first, last)
 
     def begin_step(self, arena, step: int, rank: int) -> "_SizeOnlyStep":
         return _SizeOnlyStep(self, arena)
@@ -135,12 +144,13 @@ class _SizeOnlyStep:
         self.work, self.arena = work, arena
 
     def forward(self, unit: int, w16) -> None:
-        if unit == 0:
-            self.arena.memory.alloc(self.arena.rank, "activations", "activations", self.work.activation_bytes)
+        memory, rank = self.arena.memory, self.arena.rank
+        for layer in self.work.layers_of_unit(unit):
+            memory.alloc(rank, f"activations[{layer}]", "activations", self.work.activation_layers[layer])
 
     def backward(self, unit: int, w16, out16, loss_scale: float) -> None:
-        if unit == 0:
-            self.arena.memory.free(self.arena.rank, "activations")
+        for layer in self.work.layers_of_unit(unit):
+            self.arena.memory.free(self.arena.rank, f"activations[{layer}]")
 
     def end(self) -> None:
         pass

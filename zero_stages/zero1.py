@@ -19,6 +19,7 @@ from .buffers import Arena, full_weights16, part, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
+from .step_guard import StepGuard
 
 __all__ = ["run_rank"]
 
@@ -40,7 +41,7 @@ def run_rank(comm, job: Job) -> RankResult:
     def own(buffers, u):
         return part(buffers[u], mine[u].start, mine[u].stop)
 
-    for step in job.step_range():
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         # 1. Forward and backward: the full gradient, as in DP.
         ctx = job.workload.begin_step(arena, step, rank)
         for u in units:
@@ -68,5 +69,7 @@ def run_rank(comm, job: Job) -> RankResult:
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
         job.end_step(rank, step, opt, scaler, held)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(job.step_range(), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

@@ -19,6 +19,7 @@ from .buffers import Arena, full_weights16, part, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
+from .step_guard import StepGuard
 
 __all__ = ["run_rank"]
 
@@ -42,7 +43,7 @@ def run_rank(comm, job: Job) -> RankResult:
     def own_grad(u):
         return part(grads16[u], 0, mine[u].stop - mine[u].start)
 
-    for step in job.step_range():
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         # 1. Forward with the full weights.
         ctx = job.workload.begin_step(arena, step, rank)
         for u in units:
@@ -71,5 +72,7 @@ def run_rank(comm, job: Job) -> RankResult:
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
         job.end_step(rank, step, opt, scaler, held)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(job.step_range(), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

@@ -22,6 +22,7 @@ from .buffers import Arena, part, write
 from .job import Job, Recorder, RankResult
 from .optimizer import OptimizerShard
 from .precision import LossScaler
+from .step_guard import StepGuard
 
 __all__ = ["run_rank", "init_state", "forward", "backward", "optimizer_step", "gather_unit", "release_unit"]
 
@@ -100,7 +101,7 @@ def run_rank(comm, job: Job) -> RankResult:
     arena, mine, weights16, grads16, opt = init_state(comm, job)
     scaler, rec = LossScaler(job.loss_scaling, job.resume), Recorder(job, comm.rank)
     held = [(u, mine[u].start, part(weights16[u], 0, mine[u].stop - mine[u].start)) for u in job.flat.units()]
-    for step in job.step_range():
+    def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         ctx = job.workload.begin_step(arena, step, comm.rank)
         forward(comm, job, arena, weights16, mine, ctx)
         backward(comm, job, arena, weights16, grads16, mine, ctx, scaler.scale, rec)
@@ -109,4 +110,6 @@ def run_rank(comm, job: Job) -> RankResult:
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
         job.end_step(comm.rank, step, opt, scaler, held)
+
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(job.step_range(), one_step)
     return rec.result(arena, scaler.scale, held, opt)

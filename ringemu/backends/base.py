@@ -19,7 +19,7 @@ from ..checks import check_n_ranks
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 
-__all__ = ["Communicator", "NATIVE", "check_algorithm", "communicator_algorithms"]
+__all__ = ["Communicator", "NATIVE", "RankFailure", "check_algorithm", "communicator_algorithms"]
 
 NATIVE = "native"  # a real engine's own collectives (the torch backend); every other name is a registry schedule
 
@@ -75,3 +75,7 @@ class Communicator(Protocol):
 
     def layout(self, numel: int) -> ChunkLayout:
         """The shard map of a flat buffer of ``numel`` elements: rank r owns chunk r."""
+
+
+class RankFailure(RuntimeError):
+    """A rank raised, or the ranks' collective calls did not match (raised by the in-process worlds)."""

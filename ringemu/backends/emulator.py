@@ -1,20 +1,23 @@
-"""The in-process emulator: N ranks as N threads of one process, meeting at every collective.
+"""The in-process emulator: N ranks of one process, meeting at every collective.
 
-:meth:`EmulatedWorld.run` calls a per-rank function once per rank, each in its own thread with its own
-:class:`EmulatorCommunicator`. A collective is a rendezvous: when every rank has arrived with its buffer, one
-thread runs the whole collective on the stacked world (one kernel launch, :mod:`ringemu.collectives`) and
-hands each rank its part. Ranks that disagree (another collective, label, size, dtype or algorithm, or a rank that
+:meth:`EmulatedWorld.run` calls a per-rank function once per rank, each with its own
+:class:`EmulatorCommunicator`; the ranks run as greenlets of the calling thread (default) or as N threads
+(:mod:`ringemu.backends.scheduling`). A collective is a rendezvous: when every rank has arrived with its buffer,
+the whole collective runs once on the stacked world (one kernel launch, :mod:`ringemu.collectives`) and each
+rank gets its part. Ranks that disagree (another collective, label, size, dtype or algorithm, or a rank that
 returned while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang.
+``faults=`` (:mod:`ringemu.faults`) injects faults into the world's collectives; a detected fault or a stopped
+rank fails the collective on every rank at once, and :meth:`EmulatedWorld.run` raises :class:`RankFailure` with
+the fault's one-line description (the :class:`~ringemu.faults.CollectiveFault` is its ``__cause__``).
 
 Every collective runs the schedule of its algorithm from the registry (:mod:`ringemu.algorithms`): the world's
 ``algorithm`` (default ``"ring"``) unless a communicator's ``algorithm`` attribute or the call's ``algorithm=``
-keyword says otherwise.
+keyword says otherwise. Size-only buffers are counted with one schedule per (collective, algorithm) for the whole
+world (:mod:`ringemu.backends.size_only`).
 """
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -22,62 +25,30 @@ from .. import collectives
 from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
 from ..checks import check_n_ranks, check_numel, check_timeout
 from ..execute import MODES
+from ..faults import CollectiveFault, as_plan
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..virtual import VirtualBuffer, is_virtual
-from .base import check_algorithm
+from .base import RankFailure, check_algorithm
+from .scheduling import SCHEDULERS, new_rendezvous
+from .size_only import ScheduleCache, collective_of, count_collective
 
 __all__ = ["EmulatedWorld", "EmulatorCommunicator", "RankFailure"]
 
 
 
-class RankFailure(RuntimeError):
-    """A rank raised, or the ranks' collective calls did not match."""
+class _Request(NamedTuple):
+    """What one rank asks for at a collective; ranks agree when every field but the buffer is equal."""
 
-
-@dataclass(frozen=True)
-class _Request:
     op: str
     label: str
     numel: int | None
-    dtype: Any
+    dtype: Any  # a numpy dtype (compared by value)
     buffer: Any
     algorithm: str = ""
 
     def key(self):
-        return (self.op, self.label, self.numel, str(self.dtype), self.algorithm)
-
-
-class _Rendezvous:
-    """Two barrier waits per collective: all requests in, then one thread executes, then all read out."""
-
-    def __init__(self, n_ranks: int, timeout: float | None):
-        self.barrier = threading.Barrier(n_ranks, timeout=timeout)
-        self.requests: list[_Request | None] = [None] * n_ranks
-        self.results: list[Any] = []
-        self.error: BaseException | None = None
-        self.waiting: set[int] = set()  # ranks that have arrived at the current collective
-        self.stalled: tuple[list[int], str] | None = None  # who was waiting, and where, when the barrier broke
-
-    def exchange(self, rank: int, request: _Request, execute: Callable[[list[_Request]], list[Any]]):
-        self.requests[rank] = request
-        self.waiting.add(rank)
-        try:
-            first = self.barrier.wait()
-        except threading.BrokenBarrierError:
-            if self.stalled is None:
-                self.stalled = (sorted(self.waiting), request.label or request.op)
-            raise
-        self.waiting.discard(rank)
-        if first == 0:
-            try:
-                self.error, self.results = None, execute(self.requests)
-            except BaseException as exc:  # handed to every rank below
-                self.error, self.results = exc, []
-        self.barrier.wait()
-        if self.error is not None:
-            raise self.error
-        return self.results[rank]
+        return (self.op, self.label, self.numel, self.dtype, self.algorithm)
 
 
 class EmulatorCommunicator:
@@ -89,6 +60,7 @@ class EmulatorCommunicator:
 
     def __init__(self, world: "EmulatedWorld", rank: int, algorithm: str | None = None):
         self.world, self.rank, self.n_ranks, self.ledger = world, rank, world.n_ranks, world.ledger
+        self.faults = world.faults  # the world's FaultPlan or None: stage code rolls a failed step back if set
         self.algorithm = world.algorithm if algorithm is None else check_algorithm(
             algorithm, world.n_ranks, world.ranks_per_node)
 
@@ -96,7 +68,7 @@ class EmulatorCommunicator:
         return ChunkLayout(numel, self.n_ranks)
 
     def _call(self, op: str, buffer, numel: int | None, label: str, algorithm: str | None = None):
-        if not (isinstance(buffer, np.ndarray) and buffer.ndim == 1) and not (is_virtual(buffer) and buffer.ndim == 1):
+        if not ((isinstance(buffer, np.ndarray) or is_virtual(buffer)) and buffer.ndim == 1):
             raise TypeError(f"rank {self.rank}: {op} needs a 1-D numpy array or VirtualBuffer; got "
                             f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
         if not isinstance(label, str):
@@ -130,11 +102,16 @@ class EmulatedWorld:
     ``algorithm`` (a name of :func:`ringemu.algorithms.names`, default ``"ring"``) is the communicators' default;
     it must exist for all three collectives and support ``n_ranks``. ``ranks_per_node`` is passed to the
     hierarchical algorithms (default :func:`ringemu.algorithms.default_ranks_per_node`).
+    ``scheduler``: ``"greenlet"`` (default; all ranks in the calling thread, switching at collectives) or
+    ``"threads"`` (one OS thread per rank, for rank code that blocks on other ranks outside the collectives);
+    both give the same results and ledgers (:mod:`ringemu.backends.scheduling`).
+    ``faults``: None, a :class:`~ringemu.faults.FaultPlan`, or Fault objects / spec strings (one plan for the
+    world's lifetime: each fault fires once, at its label's ``call``-th collective; real buffers only).
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, mode: str = "fused",
                  timeout: float | None = 600.0, algorithm: str = DEFAULT_ALGORITHM,
-                 ranks_per_node: int | None = None):
+                 ranks_per_node: int | None = None, scheduler: str = "greenlet", faults=None):
         self.n_ranks = check_n_ranks(n_ranks)
         self.ranks_per_node = None if ranks_per_node is None else check_ranks_per_node(ranks_per_node, self.n_ranks)
         self.algorithm = check_algorithm(algorithm, self.n_ranks, self.ranks_per_node)
@@ -142,10 +119,16 @@ class EmulatedWorld:
             raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}; got {scheduler!r}")
         self.ledger = ledger
         self.mode = mode
         self.timeout = check_timeout(timeout, allow_none=True)
-        self._rendezvous = _Rendezvous(self.n_ranks, timeout)
+        self.scheduler = scheduler
+        self.faults = as_plan(faults)
+        # size-only calls share one schedule per (collective, algorithm)
+        self.schedules = ScheduleCache(self.n_ranks, self.ranks_per_node)
+        self._rendezvous = new_rendezvous(scheduler, self.n_ranks, self.timeout)
 
     def communicators(self) -> list[EmulatorCommunicator]:
         return [EmulatorCommunicator(self, r) for r in range(self.n_ranks)]
@@ -158,58 +141,37 @@ class EmulatedWorld:
 
         If any rank raises, the others are released and :class:`RankFailure` is raised naming the rank.
         """
-        self._rendezvous = _Rendezvous(self.n_ranks, self.timeout)
+        self._rendezvous = new_rendezvous(self.scheduler, self.n_ranks, self.timeout)
         results: list[Any] = [None] * self.n_ranks
-        errors: list[tuple[int, BaseException]] = []
-        released: list[int] = []  # ranks woken by a broken barrier (another rank failed, or a timeout)
+        comms = self.communicators()
 
-        def body(comm: EmulatorCommunicator) -> None:
-            try:
-                results[comm.rank] = fn(comm, *args, **kwargs)
-                comm._call("exit", VirtualBuffer((0,), "int32"), 0, "", self.algorithm)
-            except threading.BrokenBarrierError:
-                released.append(comm.rank)  # another rank failed first (reported below), or the wait timed out
-            except BaseException as exc:
-                errors.append((comm.rank, exc))
-                self._rendezvous.barrier.abort()
+        def body(rank: int) -> None:
+            comm = comms[rank]
+            results[rank] = fn(comm, *args, **kwargs)
+            comm._call("exit", VirtualBuffer((0,), "int32"), 0, "", self.algorithm)
 
-        if self.n_ranks == 1:
-            body(self.communicators()[0])
-        else:
-            threads = [threading.Thread(target=body, args=(c,), name=f"rank{c.rank}", daemon=True)
-                       for c in self.communicators()]
-            started = []
-            try:
-                for t in threads:
-                    t.start()
-                    started.append(t)
-            except BaseException:
-                self._rendezvous.barrier.abort()  # release the ranks already waiting at a collective
-                for t in started:
-                    t.join()
-                raise
-            for t in threads:
-                t.join()
-        if errors:
-            rank, exc = min(errors, key=lambda e: e[0])
+        outcome = self._rendezvous.run(body, self._execute)
+        if outcome.errors:
+            rank, exc = min(outcome.errors, key=lambda e: e[0])
             if isinstance(exc, RankFailure):
                 raise exc
+            if isinstance(exc, CollectiveFault):  # every rank saw it: name the fault, not rank 0
+                raise RankFailure(str(exc)) from exc
             raise RankFailure(f"rank {rank} failed: {type(exc).__name__}: {exc}") from exc
-        if released:
-            waiting, where = self._rendezvous.stalled or (sorted(released), "a collective")
-            absent = sorted(set(range(self.n_ranks)) - set(waiting))
+        if outcome.hung is not None:
+            waiting, where, absent = outcome.hung
             raise RankFailure(f"the world hung: ranks {waiting} waited more than {self.timeout} s at {where!r}; "
                               f"ranks {absent} did not arrive")
         return results
 
     # -- executed by one thread with every rank's request ------------------------------------------------------
     def _execute(self, requests: list[_Request]) -> list[Any]:
-        keys = {r.key() for r in requests}
-        if len(keys) != 1:
+        first = requests[0]
+        key = first.key()
+        if any(r.key() != key for r in requests):
             asked = "; ".join(f"rank {i}: {r.op}({r.label!r}, numel={r.numel}, {r.dtype}, algorithm={r.algorithm!r})"
                               for i, r in enumerate(requests))
             raise RankFailure(f"ranks made different collective calls: {asked}")
-        first = requests[0]
         if first.op == "exit":
             return [None] * self.n_ranks
         buffers = [r.buffer for r in requests]
@@ -225,18 +187,26 @@ class EmulatedWorld:
                 if b.shape[0] != layout.payload(rank):
                     raise RankFailure(f"{first.label}: rank {rank} passed a shard of {b.shape[0]} elements; "
                                       f"ChunkLayout({numel}, {n}) gives it {layout.payload(rank)}")
-            if virtual:
-                collectives.all_gather(VirtualBuffer((n, numel), dtype), **opts)
-                return [VirtualBuffer((numel,), dtype)] * n
-            world = collectives.all_gather(list(buffers), **opts)
-            return list(world)
-        if any(b.shape[0] != numel for b in buffers):
+        elif any(b.shape[0] != numel for b in buffers):
             raise RankFailure(f"{first.label}: ranks passed buffers of different lengths "
                               f"{[b.shape[0] for b in buffers]}")
-        world_in = VirtualBuffer((n, numel), dtype) if virtual else buffers
+        try:
+            collective_of(first.op)  # a collective of the registry
+        except ValueError as exc:
+            raise RankFailure(str(exc)) from None
+        if virtual and self.faults is not None:
+            raise RankFailure(f"{first.label}: faults need real buffers (size-only buffers only count)")
+        if virtual:  # counting only: what collectives.* records for a VirtualBuffer world, one schedule per world
+            count_collective(self.ledger, self.schedules, first.op, numel, dtype, first.label, first.algorithm)
+            if first.op == "reduce_scatter":
+                layout = ChunkLayout(numel, n)
+                return [VirtualBuffer((layout.payload(r),), dtype) for r in range(n)]
+            return [VirtualBuffer((numel,), dtype)] * n
+        opts["schedule"] = self.schedules.get(first.op, first.algorithm)  # one per world: prepared once
+        if self.faults is not None:
+            opts["faults"] = self.faults
+        if first.op == "all_gather":
+            return list(collectives.all_gather(list(buffers), **opts))
         if first.op == "reduce_scatter":
-            return collectives.reduce_scatter(world_in, **opts)
-        if first.op == "all_reduce":
-            out = collectives.all_reduce(world_in, **opts)
-            return [VirtualBuffer((numel,), dtype)] * n if virtual else list(out)
-        raise RankFailure(f"unknown collective {first.op!r}")
+            return collectives.reduce_scatter(buffers, **opts)
+        return list(collectives.all_reduce(buffers, **opts))

@@ -33,13 +33,16 @@ import torch
 import torch.distributed as dist
 
 from .. import algorithms
+from ..checks import check_timeout
 from ..dtypes import BFLOAT16, resolve_dtype
+from ..faults import as_plan
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
 from ..virtual import VirtualBuffer, is_virtual
 from .base import NATIVE, check_algorithm, communicator_algorithms
+from .torch_faults import faulty_step, faults_for
 
 __all__ = ["TorchCommunicator", "NATIVE", "check_torch_algorithm", "to_torch", "to_numpy"]
 
@@ -95,7 +98,7 @@ class TorchCommunicator:
     traffic_source = "modelled"  # the ledger counts the ring schedule, not the bytes the engine sent
 
     def __init__(self, group=None, ledger: CommLedger | None = None, algorithm: str = NATIVE,
-                 ranks_per_node: int | None = None):
+                 ranks_per_node: int | None = None, faults=None, fault_wait: float = 5.0):
         if not dist.is_available() or not dist.is_initialized():
             raise ValueError("TorchCommunicator needs an initialised torch.distributed process group "
                              "(torch.distributed.init_process_group)")
@@ -109,6 +112,11 @@ class TorchCommunicator:
         self.backend = str(dist.get_backend(group))
         self.device = (torch.device("cuda", torch.cuda.current_device()) if self.backend == "nccl"
                        else torch.device("cpu"))
+        self.faults = as_plan(faults)  # this process's own copy: every rank counts the same calls
+        if self.faults is not None and self.algorithm == NATIVE:
+            raise ValueError("faults run on a registry algorithm's send/recv path (e.g. algorithm='ring'), not on "
+                             "the engine's native collectives")
+        self.fault_wait = check_timeout(fault_wait, "fault_wait")
 
     def layout(self, numel: int) -> ChunkLayout:
         return ChunkLayout(numel, self.n_ranks)
@@ -154,7 +162,7 @@ class TorchCommunicator:
         if is_virtual(buffer):
             return VirtualBuffer((layout.shard_payload(self.rank),), buffer.dtype)
         if name != NATIVE:
-            row = self._run_schedule(schedule, self._padded_row(buffer, layout), layout)
+            row = self._run_schedule(schedule, self._padded_row(buffer, layout), layout, label)
             return row[layout.shard_slice(self.rank)].copy()
         shards = self.layout(buffer.shape[0])
         padded = self._padded(buffer, shards)
@@ -175,7 +183,7 @@ class TorchCommunicator:
         if name != NATIVE:
             row = np.zeros(layout.padded_numel, dtype=shard.dtype)
             row[layout.shard_slice(self.rank)] = shard
-            return layout.unpad(self._run_schedule(schedule, row, layout)[None, :])[0].copy()
+            return layout.unpad(self._run_schedule(schedule, row, layout, label)[None, :])[0].copy()
         padded = self._padded(shard, shards, shards.start(self.rank))
         mine = padded[shards.start(self.rank):shards.start(self.rank) + shards.chunk_size]
         result = torch.empty(shards.padded_numel, dtype=_TORCH_DTYPES[padded.dtype], device=self.device)
@@ -190,14 +198,14 @@ class TorchCommunicator:
         if is_virtual(buffer):
             return VirtualBuffer(buffer.shape, buffer.dtype)
         if name != NATIVE:
-            row = self._run_schedule(schedule, self._padded_row(buffer, layout), layout)
+            row = self._run_schedule(schedule, self._padded_row(buffer, layout), layout, label)
             return layout.unpad(row[None, :])[0].copy()
         tensor = self._dev(np.array(buffer, copy=True))
         dist.all_reduce(tensor, group=self.group)
         return to_numpy(tensor).copy()
 
     # -- a registry schedule over point-to-point messages ---------------------------------------------------------
-    def _run_schedule(self, schedule: Schedule, row: np.ndarray, layout: ChunkLayout) -> np.ndarray:
+    def _run_schedule(self, schedule: Schedule, row: np.ndarray, layout: ChunkLayout, label: str = "") -> np.ndarray:
         """Execute ``schedule`` on this rank's padded row in place, as :func:`run_schedule_reference` does for
         the whole world: in each step every source sends what it held at the step's start (its payload is copied
         before any incoming message of the step is applied, which stages exchange schedules); additions into
@@ -207,8 +215,13 @@ class TorchCommunicator:
             return row
         bounds = schedule.step_bounds()
         dtype = _TORCH_DTYPES[row.dtype]
+        faults = faults_for(self.faults, schedule, label)  # [] without faults (ringemu.faults; torch_faults)
         for step in range(schedule.n_steps):
             rows = schedule.table[bounds[step]:bounds[step + 1]].tolist()
+            here = [f for f in faults if f.step == step]
+            if here:
+                faulty_step(self, schedule, row, chunk, step, rows, here, label)
+                continue
             ops, incoming = [], []
             for tag, (_, src, dst, c, op) in enumerate(rows):
                 if src == self.rank:

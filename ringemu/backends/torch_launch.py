@@ -34,6 +34,7 @@ import traceback
 from typing import Any, Callable
 
 from ..checks import check_n_ranks, check_timeout
+from ..faults import MessageFault, RankStopped, as_plan
 from ..ledger import CommLedger
 from .base import NATIVE
 from .emulator import RankFailure
@@ -43,6 +44,7 @@ __all__ = ["TorchWorld", "communicator_from_env", "BACKENDS"]
 BACKENDS = ("gloo", "nccl")
 _PRELOAD = ("torch.distributed", "ringemu.backends.torch_backend")  # imported once by the forkserver
 _SILENT = "exited with code"  # how a rank that died without a report is described
+_FAULTS = tuple(c.__name__ for c in (RankStopped, MessageFault))  # injected faults, the stopped rank first
 _GRACE_S = 2.0  # seconds the other ranks get to report after the first failure, before they are killed
 
 
@@ -68,7 +70,8 @@ def communicator_from_env(backend: str | None = None, algorithm: str = NATIVE, l
 
 
 def _rank_main(rank: int, n_ranks: int, port: int, backend: str, algorithm: str, timeout: float,
-               fn: Callable[..., Any], args: tuple, kwargs: dict, results) -> None:
+               fn: Callable[..., Any], args: tuple, kwargs: dict, results, faults=None,
+               fault_wait: float = 5.0) -> None:
     """Body of one rank process: join the group, run ``fn(comm, *args)``, report, leave.
 
     A failure is reported before the process group is torn down, so that the cause reaches the parent before
@@ -91,13 +94,17 @@ def _rank_main(rank: int, n_ranks: int, port: int, backend: str, algorithm: str,
                                 timeout=datetime.timedelta(seconds=timeout))
         joined = True
         ledger = CommLedger()
-        result = fn(TorchCommunicator(ledger=ledger, algorithm=algorithm), *args, **kwargs)
+        comm = TorchCommunicator(ledger=ledger, algorithm=algorithm, faults=faults, fault_wait=fault_wait)
+        result = fn(comm, *args, **kwargs)
         dist.barrier()  # no rank leaves while another may still read from it
         report = ("ok", rank, result, ledger)
         pickle.dumps(report)  # an unpicklable result fails here, reported, not silently in the queue's thread
     except BaseException as exc:  # reported to the parent, which stops the world
         report = ("error", rank, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", None)
     results.put(report)
+    if report[0] == "error":  # into the pipe before the connections close: the cause arrives before its echoes
+        results.close()
+        results.join_thread()
     if joined:
         dist.destroy_process_group()
 
@@ -108,11 +115,14 @@ class TorchWorld:
     ``ledger``, if given, receives rank 0's records after :meth:`run` (every rank records the same modelled
     traffic; the ranks' ledgers are checked to agree). ``algorithm`` (``"native"`` or a registry name) is
     passed to each TorchCommunicator.
-    ``timeout`` bounds the whole run, start-up included, in seconds.
+    ``timeout`` bounds the whole run, start-up included, in seconds. ``faults`` (spec strings or Faults of
+    :mod:`ringemu.faults`; a registry algorithm only) are injected in every rank process, whose receivers wait
+    ``fault_wait`` seconds for each message of a faulty step (:mod:`ringemu.backends.torch_faults`).
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, backend: str = "gloo",
-                 algorithm: str = NATIVE, timeout: float = 120.0, start_method: str | None = None):
+                 algorithm: str = NATIVE, timeout: float = 120.0, start_method: str | None = None,
+                 faults=None, fault_wait: float = 5.0):
         self.n_ranks = check_n_ranks(n_ranks)
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
@@ -130,6 +140,15 @@ class TorchWorld:
             raise ValueError(f"start_method must be one of {allowed}; got {start_method!r}")
         self.ledger, self.backend, self.algorithm, self.timeout = ledger, backend, algorithm, float(timeout)
         self.start_method = start_method
+        plan = as_plan(faults)  # checked here; each rank process builds its own plan from the specs
+        self.faults = None if plan is None else tuple(f.spec() for f in plan.faults)
+        if plan is not None and any(f.kind == "duplicate" for f in plan.faults):
+            raise ValueError("duplicate faults run on the emulator only (on a real link the second copy is read by "
+                             "nobody)")
+        if self.faults and algorithm == NATIVE:
+            raise ValueError("faults run on a registry algorithm's send/recv path (e.g. algorithm='ring'), not on "
+                             "the engine's native collectives")
+        self.fault_wait = check_timeout(fault_wait, "fault_wait")
         self.ledgers: list[CommLedger] = []  # every rank's ledger from the last run
         self.pids: list[int] = []  # process ids of the last run's ranks (all gone when run returns or raises)
 
@@ -151,7 +170,7 @@ class TorchWorld:
         results = ctx.Queue()
         procs = [ctx.Process(target=_rank_main, name=f"ringemu-rank{r}", daemon=True,
                              args=(r, n, store.port, self.backend, self.algorithm, self.timeout, fn, args, kwargs,
-                                   results))
+                                   results, self.faults, self.fault_wait))
                  for r in range(n)]
         reports: dict[int, tuple] = {}
         try:
@@ -209,8 +228,9 @@ class TorchWorld:
                 errors[rank] = payload
                 first_error_at = first_error_at or time.monotonic()
         if errors:
-            # a rank that died silently is the likely cause: the others only saw its connection close
-            ordered = dict(sorted(errors.items(), key=lambda e: not e[1].startswith(_SILENT)))
+            # an injected fault is the cause, else a rank that died silently: the others only saw a connection close
+            ordered = dict(sorted(errors.items(), key=lambda e: next(
+                (k for k, start in enumerate((*_FAULTS, _SILENT)) if e[1].startswith(start)), 3)))
             pending = [r for r in range(n) if r not in reports and r not in errors]
             killed = f"; ranks {pending} were stopped" if pending else ""
             return f"{len(errors)} of {n} ranks failed (first: rank {next(iter(ordered))}){killed}" + \

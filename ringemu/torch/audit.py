@@ -82,7 +82,7 @@ class Audit:
             ("reduce_scatter", extra("reduce_scatter"),
              f"{rs:,} elements against Ψ = {self.psi:,}: {rs - self.psi:,} elements of padding"),
         ]
-        other = self.user.step_bytes - sum(self.user.bytes_of(c) for c in ("all_gather", "reduce_scatter"))
+        other = self.user.step_bytes - self.user.bytes_of("all_gather") - self.user.bytes_of("reduce_scatter")
         if other:
             out.append(("other collectives", other, "calls that are neither all_gather nor reduce_scatter"))
         return out

@@ -64,11 +64,12 @@ def _stage_rank(comm, stage: str, job: Job):
 
 
 def stage_on_torch(stage: str, job: Job, backend: str = "gloo", algorithm: str = NATIVE,
-                   timeout: float = 300.0):
+                   timeout: float = 300.0, faults=None):
     """Run one stage for ``job`` on N torch processes; return its StageReport (ledgers from the ranks)."""
     name = check_stage(stage)
     comm = CommLedger()
-    world = TorchWorld(job.flat.n_ranks, ledger=comm, backend=backend, algorithm=algorithm, timeout=timeout)
+    world = TorchWorld(job.flat.n_ranks, ledger=comm, backend=backend, algorithm=algorithm, timeout=timeout,
+                       faults=faults)
     outputs = world.run(_stage_rank, name, job)
     results = [r for r, _ in outputs]
     memory = RankRows([m for _, m in outputs])
@@ -81,7 +82,8 @@ def digest(array) -> str | None:
 
 def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype: str = "bf16", seed: int = 0,
                       grads: str = "blocks", timeout: float = 300.0, *, unit_sizes=None, loss_scaling=None,
-                      backend: str = "gloo", algorithm: str = NATIVE, compare_emulator: bool = True) -> dict:
+                      backend: str = "gloo", algorithm: str = NATIVE, compare_emulator: bool = True,
+                      faults=None) -> dict:
     """Train ``stages`` (``"all"``, a name, or a list) on ``n_ranks`` torch processes; JSON-ready dict.
 
     Each entry of ``stages`` has the fields of ``ringemu zero --json`` (``name``, ``parity_with_dp``,
@@ -89,7 +91,9 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     ``parity_with_emulator`` (None when ``compare_emulator`` is false) and short sha256 digests of the final
     16-bit weights, master, m and v. DP always runs, as the reference of ``parity_with_dp``. ``timeout`` bounds
     each stage's run in seconds; a failed or hung run raises ``RankFailure`` after its processes are killed.
-    ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``.
+    ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``. ``faults`` (spec
+    strings of :mod:`ringemu.faults`, a registry algorithm only) are injected into the run of the first stage of
+    ``stages``, which runs before DP's.
     """
     timeout = check_timeout(timeout)
 
@@ -102,7 +106,10 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     wanted = tuple(check_stage(s) for s in wanted)
     emulated = DEFAULT_ALGORITHM if algorithm == NATIVE else algorithm  # the emulator runs the modelled schedule
     run = ("dp",) + tuple(s for s in wanted if s != "dp")
-    reports = {s: stage_on_torch(s, job(), backend, algorithm, timeout) for s in run}
+    if faults:  # the faulty stage first: its failure stops the command before any other run
+        run = (wanted[0],) + tuple(s for s in run if s != wanted[0])
+    reports = {s: stage_on_torch(s, job(), backend, algorithm, timeout, faults if s == wanted[0] else None)
+               for s in run}
     dp = reports["dp"]
     out = {"backend": "torch", "torch_backend": backend, "algorithm": algorithm, "ranks": dp.n_ranks,
            "steps": dp.steps, "dtype": dp.wire_dtype, "seed": seed, "grads": grads,

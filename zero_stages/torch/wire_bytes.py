@@ -33,6 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 from ringemu.algorithms import COLLECTIVES
+from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.dtypes import resolve_dtype
 from ringemu.ledger import CommLedger
 
@@ -124,7 +125,7 @@ def _stage_jobs(workloads, n_ranks: int, numel: int, dtype: str, seed: int) -> d
 
 
 def measure_here(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp", "zero3"), rounds: int = 3,
-                 algorithm: str = "native", timeout: float = 300.0, seed: int = 0) -> dict:
+                 algorithm: str = NATIVE, timeout: float = 300.0, seed: int = 0) -> dict:
     """Run the workloads on N gloo ranks in *this* network namespace and compare with the ledger.
 
     Workloads are the names in :data:`WORKLOADS` (the collectives of one step on one flat buffer of ``numel``
@@ -179,7 +180,7 @@ def _mean(values) -> Fraction:
 
 
 def measure_wire(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp", "zero3"), rounds: int = 3,
-                 algorithm: str = "native", timeout: float = 300.0, seed: int = 0) -> dict:
+                 algorithm: str = NATIVE, timeout: float = 300.0, seed: int = 0) -> dict:
     """:func:`measure_here` inside a fresh private network namespace (``unshare -n``, loopback brought up).
 
     Raises ValueError, with the system's reason, if the namespace cannot be created (no root, no user
@@ -211,7 +212,7 @@ def main(argv=None) -> int:
     parser.add_argument("--numel", type=int, default=1 << 20)
     parser.add_argument("--dtype", default="bf16")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--algorithm", default="native")
+    parser.add_argument("--algorithm", choices=(NATIVE, *communicator_algorithms()), default=NATIVE)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workloads", nargs="+", default=["dp", "zero3"])
