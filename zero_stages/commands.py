@@ -84,6 +84,9 @@ def _card_gb(text: str) -> Decimal:
     return Decimal(text.strip())
 
 
+_positive_decimal = _card_gb  # the name zero_stages.plots imports
+
+
 def _unit_list(text: str) -> list[int]:
     """An argparse ``type``: comma-separated integers >= 1 summing to at most MAX_PSI (2^61 - 1)."""
     allowed = "comma-separated integers >= 1"
