@@ -106,9 +106,6 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
     """
     n, s, dt = check_n_ranks(n_ranks, "ranks"), check_numel(numel), resolve_dtype(dtype)
     collective, algorithm = resolve_op(op, algorithm)
-    if n > MAX_RUN_RANKS:
-        raise ValueError(f"ranks must be <= {MAX_RUN_RANKS} for a run with real data (its schedule's table grows as "
-                         f"N²); got {n} (use `ringemu count` for traffic at up to {MAX_COUNT_RANKS} ranks)")
     if n * s > MAX_RUN_ELEMENTS:
         raise ValueError(f"ranks·numel must be <= {MAX_RUN_ELEMENTS:,} for a run with real data; got {n * s:,} "
                          f"(use `ringemu count` for traffic at any size)")
@@ -117,6 +114,9 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
             f"ringemu count (at most {MAX_COUNT_RANKS} ranks: it walks the same N² schedule)")
     check_fits(collective_run_bytes(collective, n, s, dt.itemsize, algorithm),
                f"{op} on {n:,} ranks of {s:,} elements", hint)
+    if n > MAX_RUN_RANKS:
+        raise ValueError(f"ranks must be <= {MAX_RUN_RANKS} for a run with real data (its schedule's table grows as "
+                         f"N²); got {n} (use `ringemu count` for traffic at up to {MAX_COUNT_RANKS} ranks)")
     inputs = integer_blocks(n, s, seed, dt)
     check_integer_blocks(inputs, "inputs")  # the promise the independent sum relies on
     wide = np.int64 if dt.kind == "i" else np.float64  # exact for every integer block (blocks.EXACT_LIMITS)

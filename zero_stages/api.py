@@ -43,8 +43,8 @@ MAX_SIZE_ONLY_RANKS = 1024  # each distinct collective walks its N·(N−1)-tran
 MAX_TRAINING_RANKS = 1024  # a greenlet (or process) per rank, each with its own model states; the lesson's largest N
 MAX_TRAINING_STEPS = 100_000  # steps of one training run
 # Work bounds, checked before anything is allocated (ringemu.checks.check_budget):
-SIZE_ONLY_LINK_BUDGET = 2 ** 22  # units·N²: every counted collective records an N×N link table per unit (8 B each)
-SIZE_ONLY_RANK_UNIT_BUDGET = 2 ** 14  # units·N: one thread per rank walks every unit's collectives (~1 ms each)
+SIZE_ONLY_LINK_BUDGET = 2 ** 26  # units·N²: every counted collective records an N×N link table per unit (8 B each)
+SIZE_ONLY_RANK_UNIT_BUDGET = 2 ** 16  # units·N: one thread per rank walks every unit's collectives (~1 ms each)
 TRAINING_STATE_BUDGET = 2 ** 26  # Ψ·N: DP keeps 16 B per parameter on every rank, 1 GiB in all at the bound
 TRAINING_WORK_BUDGET = 2 ** 34  # steps·Ψ·N: elements the ranks update in all
 TRAINING_LINK_BUDGET = 2 ** 23  # steps·units·N²: link-table entries recorded (about 30 s per stage at the bound)
