@@ -29,6 +29,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import algorithms
+from .checks import check_budget, check_n_ranks, check_numel
 from .dtypes import dtype_name, resolve_dtype
 from .execute import default_threads, run_schedule
 from .layout import ChunkLayout
@@ -37,7 +38,8 @@ from .schedule import ADD, Schedule
 
 __all__ = ["Timing", "time_it", "time_interleaved", "stream_calls", "stream_rates", "floor_bytes",
            "schedule_model_bytes", "bus_factor", "numpy_loop", "bench_collectives", "render", "register",
-           "OPS", "SHORT"]
+           "OPS", "SHORT", "bench_settings", "MAX_BENCH_RANKS", "MAX_BENCH_LOG2_NUMEL",
+           "MAX_BENCH_WORLD_BYTES", "MAX_BENCH_REPEATS"]
 
 OPS = algorithms.COLLECTIVES  # the collectives a bench times, as the registry names them
 
@@ -180,6 +182,11 @@ def bench_collectives(n: int, numel: int, dtype="fp32", ops=OPS, modes=("fused",
     stay finite), padded as each schedule's :class:`~ringemu.layout.ChunkLayout` pads; ``bar`` (a progress bar of
     ``repeats + 1`` steps) advances once per round."""
     dt = resolve_dtype(dtype)
+    n, numel = check_n_ranks(n, "n"), check_numel(numel)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_BENCH_REPEATS:
+        raise ValueError(f"repeats must be an integer >= 1 and <= {MAX_BENCH_REPEATS}; got {repeats!r}")
+    check_budget(n * ChunkLayout(numel, n).padded_numel * dt.itemsize, MAX_BENCH_WORLD_BYTES,
+                 "the world buffer in bytes", "the benchmark holds it and STREAM arrays as large")
     schedules = {op: algorithms.build(op, n, algorithm) for op in ops}
     layouts = {op: ChunkLayout(numel, s.n_chunks, n) for op, s in schedules.items()}
     worlds = {}  # one world per padded width (the ring's three collectives share one)
@@ -255,13 +262,35 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
+MAX_BENCH_RANKS = 1024  # the lesson's largest N
+MAX_BENCH_LOG2_NUMEL = 30  # S <= 2^30 elements per rank
+MAX_BENCH_WORLD_BYTES = 2 ** 30  # N·S·e: the world buffer (1 GiB), plus the same again for the STREAM arrays
+MAX_BENCH_REPEATS = 100  # timed runs per case
+QUICK = {"ranks": 4, "log2_numel": 16, "repeats": 3}  # --quick: a smoke run of about a second
+DEFAULTS = {"ranks": 8, "log2_numel": 24, "repeats": 5}
+
+
+def bench_settings(args) -> tuple[int, int, int]:
+    """(ranks, log2 numel, repeats) from the flags, checked; ``--quick`` refuses flags it would override."""
+    given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
+    if args.quick and given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise ValueError(f"--quick sets N = 4, S = 2^16 and 3 runs; it cannot be combined with {flags}")
+    chosen = {**(QUICK if args.quick else DEFAULTS), **given}
+    limits = {"ranks": MAX_BENCH_RANKS, "log2_numel": MAX_BENCH_LOG2_NUMEL, "repeats": MAX_BENCH_REPEATS}
+    for name, value in chosen.items():
+        flag = "--" + name.replace("_", "-")
+        if not 1 <= value <= limits[name]:
+            raise ValueError(f"{flag} must be >= 1 and <= {limits[name]}; got {value}")
+    itemsize = resolve_dtype(args.dtype).itemsize
+    check_budget(chosen["ranks"] * 2 ** chosen["log2_numel"] * itemsize, MAX_BENCH_WORLD_BYTES,
+                 "the world buffer N·2^log2-numel·itemsize in bytes",
+                 "the benchmark holds it and STREAM arrays as large")
+    return chosen["ranks"], chosen["log2_numel"], chosen["repeats"]
+
+
 def cmd_bench(args) -> int:
-    for name in ("ranks", "log2_numel", "repeats"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
-    if args.log2_numel > 30:
-        raise ValueError(f"--log2-numel must be <= 30; got {args.log2_numel}")
-    n, log2, repeats = (4, 16, 3) if args.quick else (args.ranks, args.log2_numel, args.repeats)
+    n, log2, repeats = bench_settings(args)
     with progress_bar(repeats + 1, "bench (warm-up, then timed rounds)", enabled=not args.json) as bar:
         result = bench_collectives(n, 2 ** log2, args.dtype, repeats=repeats, algorithm=args.algorithm, bar=bar)
     if not args.no_scale:
@@ -297,10 +326,10 @@ def render_scale(scale: dict) -> str:
 def register(subparsers) -> None:
     """Add ``bench`` to the ``ringemu`` dispatcher."""
     p = subparsers.add_parser("bench", help="time the collectives against the memory-bandwidth floor and numpy")
-    p.add_argument("--ranks", type=int, default=8, help="number of ranks N (default 8)")
-    p.add_argument("--log2-numel", type=int, default=24, help="S = 2^this elements per rank (default 24)")
+    p.add_argument("--ranks", type=int, default=None, help=f"number of ranks N (default 8, at most {MAX_BENCH_RANKS})")
+    p.add_argument("--log2-numel", type=int, default=None, help="S = 2^this elements per rank (default 24)")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per case (default 5)")
+    p.add_argument("--repeats", type=int, default=None, help="timed runs per case (default 5)")
     p.add_argument("--quick", action="store_true", help="smoke run: N = 4, S = 2^16, 3 runs (about a second)")
     p.add_argument("--algorithm", choices=algorithms.names(), default=algorithms.DEFAULT_ALGORITHM,
                    help=f"the schedules' algorithm, from the catalog (default {algorithms.DEFAULT_ALGORITHM})")

@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import dtype_name, resolve_dtype
-from .checks import check_int, check_n_ranks, check_numel
+from .checks import check_budget, check_int, check_n_ranks, check_numel
 
-__all__ = ["EXACT_LIMITS", "value_bound", "integer_blocks", "check_integer_blocks"]
+__all__ = ["EXACT_LIMITS", "MAX_BLOCK_ELEMENTS", "value_bound", "integer_blocks", "check_integer_blocks"]
 
 # Largest L such that every integer in [-L, L] is exactly representable (and no integer op overflows).
 EXACT_LIMITS = {
@@ -62,6 +62,9 @@ def value_bound(n_ranks: int, dtype: object) -> int:
     return bound
 
 
+MAX_BLOCK_ELEMENTS = 2 ** 28  # n_ranks·numel of one draw (`ringemu run`'s bound): 2 GiB of int64 draws at most
+
+
 def integer_blocks(n_ranks: int, numel: int, seed: int, dtype: object = "int32", *,
                    max_abs: int | None = None) -> np.ndarray:
     """An (n_ranks, numel) array of whole numbers in ``dtype``, reproducible from ``seed`` on any machine.
@@ -71,6 +74,8 @@ def integer_blocks(n_ranks: int, numel: int, seed: int, dtype: object = "int32",
     """
     n = check_n_ranks(n_ranks)
     s = check_numel(numel)
+    check_budget(n * s, MAX_BLOCK_ELEMENTS, "n_ranks·numel of integer blocks",
+                 "the blocks are drawn as int64 first: 8 B per element")
     seed = check_int(seed, "seed", minimum=0)
     dt = resolve_dtype(dtype)
     bound = value_bound(n, dt)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import importlib
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -71,6 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not raise on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture): nothing to redirect
+        pass
+    finally:
+        os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -78,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return code
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly (before OSError, its base)
-        sys.stderr.close()
+        _silence_stdout()
         return 0
     except (ValueError, TypeError, OSError) as exc:  # bad input, bad path: one line, exit 2
         print(f"ringemu: error: {exc}", file=sys.stderr)

@@ -66,14 +66,14 @@ def _rows(buffers, name: str) -> np.ndarray | VirtualBuffer | list[np.ndarray]:
         if len(shapes) != 1 or len(dtypes) != 1 or buffers[0].ndim != 1:
             raise ValueError(f"{name}: per-rank buffers must be 1-D with one shape and dtype; got shapes "
                              f"{sorted(shapes)} and dtypes {sorted(map(str, dtypes))}")
-        resolve_dtype(buffers[0].dtype)  # raises for unsupported dtypes
+        resolve_dtype(buffers[0].dtype, f"{name} dtype")  # raises for unsupported dtypes
         return list(buffers)
     else:
         raise TypeError(f"{name} must be an (n_ranks, numel) numpy array, a VirtualBuffer, or a non-empty list "
                         f"of 1-D numpy arrays; got {type(buffers).__name__}")
     if world.ndim != 2 or world.shape[0] < 1:
         raise ValueError(f"{name} must have shape (n_ranks >= 1, numel); got {world.shape}")
-    resolve_dtype(world.dtype)  # raises for unsupported dtypes
+    resolve_dtype(world.dtype, f"{name} dtype")  # raises for unsupported dtypes
     return world
 
 

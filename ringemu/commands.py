@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
 from . import collectives
 from .blocks import check_integer_blocks, integer_blocks, value_bound
 from .dtypes import dtype_name, resolve_dtype
-from .checks import check_n_ranks, check_numel
+from .checks import check_n_ranks, check_numel, parse_number
 from .fault_locate import explain
 from .faults import FaultPlan, as_plan, check_fault, parse_fault
 from .layout import ChunkLayout
@@ -34,9 +34,13 @@ from .trace import MAX_NUMEL as TRACE_MAX_NUMEL, MAX_RANKS as TRACE_MAX_RANKS, t
 from .units import GB, format_gb
 from .virtual import VirtualBuffer
 
-__all__ = ["register", "cmd_demo", "cmd_run", "cmd_trace", "cmd_count", "run_collective", "count_collective"]
+__all__ = ["register", "cmd_demo", "cmd_run", "cmd_trace", "cmd_count", "run_collective", "count_collective",
+           "check_save_path", "MAX_RUN_RANKS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US"]
 
 MAX_RUN_ELEMENTS = 2 ** 28  # N·S for `run` (real data): 1 GiB of fp32 inputs, plus padded copy and outputs
+MAX_RUN_RANKS = 1024  # `run` builds the schedule table, 2N(N-1) rows of 40 B: 84 MB at N = 1024
+MAX_BANDWIDTH_GBPS = 10 ** 9  # GB/s: a billion times a fast link; beyond it the α-β time says nothing
+MAX_LATENCY_US = 10 ** 12  # µs: about 11.6 days per step
 MAX_COUNT_RANKS = 4096  # `count` walks the real schedule: 2N(N-1) transfers of 40 B each = 1.3 GB at N = 4096
 
 
@@ -54,7 +58,7 @@ def register(subparsers) -> None:
     _common(p, ops)
     p.add_argument("--seed", type=int, default=0, help="seed of the integer blocks (default 0)")
     p.add_argument("--mode", choices=("fused", "step", "reference"), default="fused", help="kernel path")
-    p.add_argument("--save", metavar="FILE.npz", help="write inputs, outputs and the expected sum")
+    p.add_argument("--save", metavar="FILE.npz", help="write inputs, outputs and the expected sum to FILE.npz")
     _fault_flags(p)
     p.add_argument("--no-checksums", action="store_true",
                    help="let faulty messages through unchecked (the result is then verified against numpy.sum)")
@@ -69,7 +73,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("count", help="traffic of a collective at any size (size-only buffers)")
     _common(p, ops)
     p.add_argument("--bandwidth", metavar="GBPS", help="link bandwidth in GB/s (10^9 B/s) for the α-β time")
-    p.add_argument("--latency-us", metavar="US", default="0", help="per-step latency α in microseconds (default 0)")
+    p.add_argument("--latency-us", metavar="US", default=None,
+                   help="per-step latency α in microseconds, with --bandwidth (default 0)")
     p.set_defaults(handler=cmd_count)
 
 
@@ -109,6 +114,9 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
             f"ringemu count (at most {MAX_COUNT_RANKS} ranks: it walks the same N² schedule)")
     check_fits(collective_run_bytes(collective, n, s, dt.itemsize, algorithm),
                f"{op} on {n:,} ranks of {s:,} elements", hint)
+    if n > MAX_RUN_RANKS:
+        raise ValueError(f"ranks must be <= {MAX_RUN_RANKS} for a run with real data (its schedule's table grows as "
+                         f"N²); got {n} (use `ringemu count` for traffic at up to {MAX_COUNT_RANKS} ranks)")
     inputs = integer_blocks(n, s, seed, dt)
     check_integer_blocks(inputs, "inputs")  # the promise the independent sum relies on
     wide = np.int64 if dt.kind == "i" else np.float64  # exact for every integer block (blocks.EXACT_LIMITS)
@@ -131,6 +139,8 @@ def run_collective(op: str, n_ranks: int, numel: int, dtype: object, seed: int, 
 
 
 def cmd_run(args) -> int:
+    if args.save is not None:
+        check_save_path(args.save)
     if args.no_checksums and not args.fault:
         raise ValueError("--no-checksums needs --fault (without faults there is nothing to check)")
     faults = FaultPlan(tuple(args.fault), checksums=not args.no_checksums) if args.fault else None
@@ -155,6 +165,18 @@ def cmd_run(args) -> int:
     return 0 if verified else 1
 
 
+def check_save_path(path: str) -> Path:
+    """``--save``'s path: it must end in ``.npz`` (the file written is exactly that path) and its folder exist."""
+    target = Path(path)
+    if target.suffix != ".npz" or target.name == ".npz":
+        raise ValueError(f"--save must be a file name ending in .npz (nothing else is written); got {path!r}")
+    if target.is_dir():
+        raise ValueError(f"--save must be a file, not a directory; got {path!r}")
+    if not target.parent.is_dir():
+        raise ValueError(f"--save: directory {str(target.parent)!r} does not exist")
+    return target
+
+
 def _save(path: str, args, inputs, outputs, expected) -> str:
     """Write the run to ``path`` (.npz). bf16 arrays are stored as float32 (exact: bf16 ⊂ fp32), since .npz
     cannot name ml_dtypes' bfloat16."""
@@ -169,10 +191,12 @@ def _save(path: str, args, inputs, outputs, expected) -> str:
             out[r, :chunk.size] = chunk
     else:
         out = np.stack(outputs)
-    np.savez(path, inputs=storable(inputs), outputs=storable(out), expected=expected,
-             output_numel=np.array([o.size for o in outputs], dtype=np.int64), dtype=np.array(dtype_name(inputs.dtype)),
-             op=np.array(args.op), seed=np.array(args.seed, dtype=np.int64))
-    return path if path.endswith(".npz") else path + ".npz"
+    with open(path, "wb") as fh:  # exactly this path (np.savez would append .npz to a bare name)
+        np.savez(fh, inputs=storable(inputs), outputs=storable(out), expected=expected,
+                 output_numel=np.array([o.size for o in outputs], dtype=np.int64),
+                 dtype=np.array(dtype_name(inputs.dtype)), op=np.array(args.op),
+                 seed=np.array(args.seed, dtype=np.int64))
+    return path
 
 
 # -- trace -------------------------------------------------------------------------------------------------------
@@ -219,9 +243,13 @@ def cmd_count(args) -> int:
     name = dtype_name(args.dtype)
     algorithm = resolve_op(args.op, args.algorithm)[1]
     seconds = None
+    if args.latency_us is not None and args.bandwidth is None:
+        raise ValueError("--latency-us needs --bandwidth (the α-β time uses both)")
     if args.bandwidth is not None:
-        bandwidth = _positive_fraction(args.bandwidth, "--bandwidth", allow_zero=False)
-        latency = _positive_fraction(args.latency_us, "--latency-us", allow_zero=True)
+        bandwidth = parse_number(args.bandwidth, "--bandwidth", 0, MAX_BANDWIDTH_GBPS, minimum_allowed=False,
+                                 unit="GB/s")
+        latency = parse_number("0" if args.latency_us is None else args.latency_us, "--latency-us", 0,
+                               MAX_LATENCY_US, unit="µs")
         seconds = ledger.alpha_beta_time(bandwidth * GB, latency / 10 ** 6)
     if args.json:
         out = {"op": args.op, "algorithm": algorithm, "ranks": args.ranks, "numel": args.numel, "dtype": name}
@@ -238,16 +266,6 @@ def cmd_count(args) -> int:
         print(f"α-β time at {bandwidth} GB/s per link, latency {latency} µs per step: {float(seconds):.4g} s "
               f"(= {seconds} s)")
     return 0
-
-
-def _positive_fraction(text: str, name: str, allow_zero: bool) -> Fraction:
-    try:
-        value = Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{name} must be a number, got {text!r}") from None
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {text}")
-    return value
 
 
 # -- demo --------------------------------------------------------------------------------------------------------

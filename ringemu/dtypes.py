@@ -27,8 +27,9 @@ ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp
 _NAMES = {dt: name for name, dt in DTYPES.items()}  # supported dtype -> short name (dtypes hash by value)
 
 
-def resolve_dtype(dtype: object) -> np.dtype:
-    """A supported ``np.dtype`` from a name (``fp16``, ``float16``, ...) or a dtype; else a clear ValueError."""
+def resolve_dtype(dtype: object, name: str = "dtype") -> np.dtype:
+    """A supported ``np.dtype`` from a name (``fp16``, ``float16``, ...) or a dtype; else a clear ValueError
+    (``name`` says whose dtype it is: ``world dtype``)."""
     if isinstance(dtype, np.dtype) and dtype in _NAMES:  # the common case, one dict lookup
         return dtype
     if dtype is None:
@@ -40,12 +41,12 @@ def resolve_dtype(dtype: object) -> np.dtype:
     else:
         try:
             resolved = np.dtype(dtype)
-        except TypeError:
+        except (TypeError, ValueError):
             resolved = None
         if resolved is not None and resolved in DTYPES.values():
             return resolved
     allowed = " ".join(DTYPES)
-    raise ValueError(f"dtype must be one of {allowed} (numpy spellings accepted too); got {dtype!r}")
+    raise ValueError(f"{name} must be one of {allowed} (numpy spellings accepted too); got {dtype!r}")
 
 
 def dtype_name(dtype: object) -> str:

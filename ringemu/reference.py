@@ -13,16 +13,36 @@ from .dtypes import is_wire16
 from .layout import ChunkLayout
 from .schedule import ADD, COPY, Schedule
 
-__all__ = ["run_schedule_reference", "ring_sum_reference", "hop_add"]
+__all__ = ["run_schedule_reference", "ring_sum_reference", "hop_add", "add_nan_left"]
+
+
+def add_nan_left(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``left + right`` for float arrays with the NaN rule of x86's scalar add (Intel SDM, "SSE and SSE2 NaN
+    handling"): if ``left`` is a NaN the result is ``left`` made quiet, else if ``right`` is a NaN it is
+    ``right`` made quiet; payload and sign kept. The compiled kernels add ``receiver + incoming`` and follow this
+    rule; numpy's vectorised loops may pick either operand when two NaNs meet, so the rule is applied here."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = left + right
+    left_nan, right_nan = np.isnan(left), np.isnan(right)
+    if not (left_nan.any() or right_nan.any()):
+        return total
+    uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[left.dtype.itemsize]
+    quiet = uint(1) << uint(np.finfo(left.dtype).nmant - 1)  # the top mantissa bit marks a quiet NaN
+    bits = np.where(left_nan, left.view(uint) | quiet, np.where(right_nan, right.view(uint) | quiet,
+                                                                 total.view(uint)))
+    return bits.astype(uint).view(left.dtype)
 
 
 def hop_add(accumulated: np.ndarray, incoming: np.ndarray) -> np.ndarray:
-    """One hop's addition in the wire arithmetic of ``accumulated.dtype``.
+    """One hop's addition in the wire arithmetic of ``accumulated.dtype`` (the receiver's value on the left).
 
-    16-bit floats: fp32 add, then one rounding to 16 bits. Everything else: native add.
+    16-bit floats: fp32 add, then one rounding to 16 bits. Other floats: native add. Both with the NaN rule of
+    :func:`add_nan_left`, so that every mode keeps the same NaN payload when two NaNs meet. Integers: native add.
     """
     if is_wire16(accumulated.dtype):
-        return (accumulated.astype(np.float32) + incoming.astype(np.float32)).astype(accumulated.dtype)
+        return add_nan_left(accumulated.astype(np.float32), incoming.astype(np.float32)).astype(accumulated.dtype)
+    if accumulated.dtype.kind == "f":
+        return add_nan_left(accumulated, incoming)
     return accumulated + incoming
 
 

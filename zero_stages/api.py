@@ -12,7 +12,7 @@ from ringemu.algorithms import DEFAULT_ALGORITHM
 from ringemu.backends.emulator import EmulatedWorld, RankFailure
 from ringemu.backends.size_only import SizeOnlyWorld
 from ringemu.blocks import value_bound
-from ringemu.checks import MAX_NUMEL, check_int, check_n_ranks
+from ringemu.checks import MAX_NUMEL, check_budget, check_choice, check_int, check_n_ranks
 from ringemu.dtypes import dtype_name
 from ringemu.faults import CollectiveFault, as_plan
 from ringemu.ledger import CommLedger
@@ -26,19 +26,30 @@ from .closed_forms import STAGES, check_stage
 from .flat import FlatParams, check_psi, check_unit_sizes
 from .job import Job
 from .model import MLP, default_width
-from .precision import LossScaling, check_wire_dtype, default_loss_scaling
+from .precision import LOSS_SCALING_KINDS, LossScaling, check_wire_dtype, default_loss_scaling
 from .rank_classes import run_by_class
 from .report import StageReport, build_report
 from .step_guard import StepFailed
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
 __all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "StepFailed", "train", "run_size_only", "run_job", "training_job",
-           "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS", "training_bytes"]
+           "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS", "MAX_TRAINING_STEPS", "SIZE_ONLY_LINK_BUDGET",
+           "SIZE_ONLY_RANK_UNIT_BUDGET", "TRAINING_STATE_BUDGET", "TRAINING_WORK_BUDGET", "TRAINING_LINK_BUDGET",
+           "MAX_MICRO_BATCH", "MAX_WIDTH", "training_bytes"]
 
 RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
 DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
 MAX_SIZE_ONLY_RANKS = 1024  # each distinct collective walks its N·(N−1)-transfer table once; the lesson's largest N
 MAX_TRAINING_RANKS = 1024  # a greenlet (or process) per rank, each with its own model states; the lesson's largest N
+MAX_TRAINING_STEPS = 100_000  # steps of one training run
+# Work bounds, checked before anything is allocated (ringemu.checks.check_budget):
+SIZE_ONLY_LINK_BUDGET = 2 ** 26  # units·N²: every counted collective records an N×N link table per unit (8 B each)
+SIZE_ONLY_RANK_UNIT_BUDGET = 2 ** 16  # units·N: one thread per rank walks every unit's collectives (~1 ms each)
+TRAINING_STATE_BUDGET = 2 ** 26  # Ψ·N: DP keeps 16 B per parameter on every rank, 1 GiB in all at the bound
+TRAINING_WORK_BUDGET = 2 ** 34  # steps·Ψ·N: elements the ranks update in all
+TRAINING_LINK_BUDGET = 2 ** 23  # steps·units·N²: link-table entries recorded (about 30 s per stage at the bound)
+MAX_MICRO_BATCH = 4096  # rows of a rank's micro-batch
+MAX_WIDTH = 4096  # layer width w of the MLP (a w×w weight per layer), unless the largest unit needs more
 
 
 def _rank_function(stage):
@@ -111,6 +122,10 @@ def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activat
     if (psi is None) == (unit_sizes is None):
         raise ValueError("give exactly one of psi (a parameter count) and unit_sizes (a list of unit sizes)")
     units = (check_psi(psi),) if unit_sizes is None else check_unit_sizes(unit_sizes)
+    check_budget(len(units) * n * n, SIZE_ONLY_LINK_BUDGET, "units·n_ranks² of a size-only run",
+                 "each counted collective records an N×N link table per unit")
+    check_budget(len(units) * n, SIZE_ONLY_RANK_UNIT_BUDGET, "units·n_ranks of a size-only run",
+                 "one thread per rank walks every unit's collectives")
     wire = check_wire_dtype(wire_dtype)
     layers = _activation_layers(activation_bytes, activations)
     return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, layers), AdamConfig(),
@@ -145,20 +160,46 @@ def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
     if n > MAX_TRAINING_RANKS:
         raise ValueError(f"n_ranks must be at most {MAX_TRAINING_RANKS} for training runs (one thread or process "
                          f"per rank, each holding its own model states); got {n}")
-    steps = check_int(steps, "steps", minimum=0)
+    steps = check_int(steps, "steps", minimum=0, maximum=MAX_TRAINING_STEPS)
     seed = check_int(seed, "seed", minimum=0)
     wire = check_wire_dtype(wire_dtype)
-    if grads not in GRADIENT_SOURCES:
-        raise ValueError(f"grads must be one of {', '.join(GRADIENT_SOURCES)}; got {grads!r}")
+    check_choice(grads, "grads", GRADIENT_SOURCES)
     units = DEFAULT_UNIT_SIZES if unit_sizes is None else check_unit_sizes(unit_sizes)
+    psi = sum(units)
+    check_budget(psi * n, TRAINING_STATE_BUDGET, "psi·n_ranks of a training run",
+                 "DP keeps 16 B of model states per parameter on every rank")
+    check_budget(steps * psi * n, TRAINING_WORK_BUDGET, "steps·psi·n_ranks of a training run",
+                 "the elements all ranks update")
+    check_budget(steps * len(units) * n * n, TRAINING_LINK_BUDGET, "steps·units·n_ranks² of a training run",
+                 "every collective records an N×N link table per unit and step")
+    scaling = _loss_scaling(loss_scaling, wire)
+    if adam is not None and not isinstance(adam, AdamConfig):
+        raise TypeError(f"adam must be an AdamConfig or None; got {type(adam).__name__}")
     if grads == "model":
-        workload = ModelWorkload(MLP(units, width or default_width(units), micro_batch, seed), wire)
+        micro_batch = check_int(micro_batch, "micro_batch", minimum=1, maximum=MAX_MICRO_BATCH)
+        smallest = default_width(units)
+        width = smallest if width is None else check_int(width, "width", minimum=smallest,
+                                                          maximum=max(MAX_WIDTH, smallest),
+                                                          why="w² + w must hold the largest unit")
+        workload = ModelWorkload(MLP(units, width, micro_batch, seed), wire)
     else:
         value_bound(n, wire)  # raises a clear ValueError if no exact integer blocks exist for N ranks
         workload = BlockWorkload(units, n, wire, seed)
-    return Job(FlatParams(units, n), wire, steps, workload, adam or AdamConfig(),
-               loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=False,
-               record_history=record_history)
+    return Job(FlatParams(units, n), wire, steps, workload, adam or AdamConfig(), scaling, MemoryLedger(n),
+               size_only=False, record_history=record_history)
+
+
+def _loss_scaling(loss_scaling, wire) -> LossScaling:
+    """``loss_scaling`` as a LossScaling: None (the dtype's default), a kind name (``"dynamic"``), or a
+    LossScaling; anything else is a TypeError naming the argument."""
+    if loss_scaling is None:
+        return default_loss_scaling(wire)
+    if isinstance(loss_scaling, str):
+        return LossScaling(check_choice(loss_scaling, "loss_scaling", LOSS_SCALING_KINDS))
+    if not isinstance(loss_scaling, LossScaling):
+        raise TypeError(f"loss_scaling must be None, one of {', '.join(LOSS_SCALING_KINDS)} or a LossScaling; "
+                        f"got {loss_scaling!r} ({type(loss_scaling).__name__})")
+    return loss_scaling
 
 
 def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,

@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from decimal import Decimal, InvalidOperation
+import sys
+from decimal import Decimal
 from fractions import Fraction
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
 from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
+from ringemu.checks import parse_number
 from ringemu.faults import FaultPlan
 from ringemu.units import GB, format_gb
 
@@ -22,7 +24,9 @@ from ringemu.memory_guard import check_fits
 
 from .activations import RECOMPUTE, ActivationShape
 from .anchor import ANCHOR_UNIT_SIZES, ANCHOR_UNITS_ASSUMPTION
-from .api import DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, train, training_bytes
+from .api import (DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, training_bytes,
+                  training_job)
+from .checkpoint import load_checkpoint, resume_job, run_training
 from .closed_forms import STAGES
 from .flat import MAX_PSI
 from .memory_report import memory_report
@@ -31,10 +35,12 @@ from .report import OVERFLOW_LABEL, StageReport, stage_json
 from .workload import GRADIENT_SOURCES
 
 __all__ = ["register", "zero_command", "memory_command", "add_activation_arguments", "activation_shape",
-           "model_size", "BACKENDS", "NO_RATIO"]
+           "model_size", "BACKENDS", "NO_RATIO", "NO_STEP_RATIO", "MAX_CARD_GB"]
 
 BACKENDS = ("emulator", "torch")
 NO_RATIO = "n/a (DP sends nothing)"  # printed when DP sends no elements (N = 1, or --steps 0)
+NO_STEP_RATIO = "n/a (no step was taken)"  # printed when every step was skipped
+MAX_CARD_GB = 10 ** 12  # GB: a thousand exabytes
 
 
 def _integer(minimum: int, maximum: int | None = None):
@@ -68,15 +74,17 @@ def _positive(what: str):
     return parse
 
 
-def _positive_decimal(text: str) -> Decimal:
-    """An argparse ``type``: a finite decimal number > 0 (kept exact: ``80``, ``40.5``, ``1e3``)."""
+def _card_gb(text: str) -> Decimal:
+    """An argparse ``type``: card memory in GB, a decimal number in (0, MAX_CARD_GB] kept exact (``80``, ``40.5``,
+    ``1e3``); the bounds are checked before any exact arithmetic (:func:`ringemu.checks.parse_number`)."""
     try:
-        value = Decimal(text.strip())
-    except InvalidOperation:
-        value = Decimal("NaN")
-    if not (value.is_finite() and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite decimal number of GB > 0; got {text!r}")
-    return value
+        parse_number(text, "card memory", 0, MAX_CARD_GB, minimum_allowed=False, unit="GB")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("card memory ", "")) from None
+    return Decimal(text.strip())
+
+
+_positive_decimal = _card_gb  # the name zero_stages.plots imports
 
 
 def _unit_list(text: str) -> list[int]:
@@ -99,23 +107,24 @@ def _ratio_text(ratio: str | None) -> str:
 
 def register(subparsers) -> None:
     z = subparsers.add_parser("zero", help="train DP / ZeRO-1 / ZeRO-2 / ZeRO-3 on N emulated ranks; parity with DP")
-    z.add_argument("--stage", choices=(*STAGES, "all"), default="all",
-                   help="which stage to train; all runs dp, zero1, zero2 and zero3 (default all)")
-    z.add_argument("--ranks", type=_integer(1, MAX_TRAINING_RANKS), required=True,
-                   help=f"N, the data-parallel degree (1 to {MAX_TRAINING_RANKS})")
-    z.add_argument("--steps", type=_integer(0), default=3, help="training steps, 0 or more (default 3)")
-    z.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16",
-                   help="16-bit weight and gradient type (default bf16)")
-    z.add_argument("--seed", type=_integer(0), default=0, help="seed of the model's weights and data (default 0)")
-    z.add_argument("--grads", choices=GRADIENT_SOURCES, default="model",
-                   help="gradients from the MLP's backward (model), or fixed-seed integer blocks, exact in any "
-                        "order of addition (blocks); default model")
+    z.add_argument("--stage", choices=(*STAGES, "all"), default=None,
+                   help="the stage to train beside DP (default all; with --resume, the checkpoint's)")
+    z.add_argument("--ranks", type=_integer(1, MAX_TRAINING_RANKS), default=None,
+                   help=f"N, the data-parallel degree (1 to {MAX_TRAINING_RANKS}); required unless --resume gives it")
+    z.add_argument("--steps", type=_integer(0, MAX_TRAINING_STEPS), default=3,
+                   help=f"training steps (0 to {MAX_TRAINING_STEPS:,}; default 3)")
+    z.add_argument("--dtype", choices=WIRE_DTYPES, default=None, help="16-bit weight and gradient type (default bf16)")
+    z.add_argument("--seed", type=_integer(0), default=None, help="seed of the model and data (default 0)")
+    z.add_argument("--grads", choices=GRADIENT_SOURCES, default=None,
+                   help="gradients from the MLP's backward (model, the default), or fixed-seed integer blocks, exact "
+                        "in any order of addition (blocks)")
     z.add_argument("--units", type=_unit_list, default=None,
                    help=f"unit sizes, comma-separated (default {','.join(map(str, DEFAULT_UNIT_SIZES))})")
     z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
                    help="default: dynamic for fp16, none for bf16")
-    z.add_argument("--init-scale", type=_positive("number"), default=2.0 ** 16,
-                   help="initial (dynamic) or fixed (static) loss scale, > 0 (default 65536 = 2^16)")
+    z.add_argument("--init-scale", type=_positive("number"), default=None,
+                   help="initial (or static) loss scale (default 2^16); fp16 uses dynamic scaling unless "
+                        "--loss-scaling says otherwise")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process, default) or torch (N gloo processes on 127.0.0.1, checked against "
                         "the emulator)")
@@ -123,9 +132,16 @@ def register(subparsers) -> None:
     z.add_argument("--torch-algorithm", choices=(NATIVE, *communicator_algorithms()), default=None,
                    help="torch backend: a registry schedule over send/recv (default: --algorithm, the emulator's "
                         "summation order), or native, the engine's own collectives (gloo's order)")
-    z.add_argument("--timeout", type=_positive("number of seconds"), default=300.0,
+    z.add_argument("--timeout", type=_positive("number of seconds"), default=None,
                    help="torch backend: seconds before a stage's run is declared hung and its processes are killed "
                         "(default 300)")
+    z.add_argument("--checkpoint", metavar="DIR", default=None,
+                   help="save a sharded checkpoint of --stage into DIR (one file per rank) every --save-every steps")
+    z.add_argument("--save-every", metavar="K", type=_integer(1, MAX_TRAINING_STEPS), default=None,
+                   help="steps between checkpoints (with --checkpoint)")
+    z.add_argument("--resume", metavar="DIR", default=None,
+                   help="continue from a checkpoint (its latest step, or a step directory) for --steps more steps, "
+                        "at --ranks and --stage (default: the checkpoint's); model, data and settings come from it")
     z.add_argument("--fault", action="append", metavar="SPEC", default=[],
                    help="inject a fault into the chosen stage's run, e.g. stop:rank=5,label=param_all_gather_bwd,"
                         "step=2 (grammar: docs/faults.md); repeatable; needs one --stage")
@@ -147,7 +163,7 @@ def register(subparsers) -> None:
                            "372,000,000, output head (an assumed split, printed)")
     m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
-    m.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80),
+    m.add_argument("--gpu-gb", type=_card_gb, default=Decimal(80),
                    help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16",
                    help="16-bit weight and gradient type; both are 2 B, so the bytes are the same (default bf16)")
@@ -179,8 +195,10 @@ def _algorithm_argument(p: argparse.ArgumentParser) -> None:
 
 def _print_stage(report: StageReport, info: dict) -> None:
     n = report.n_ranks
-    print(f"\n== {report.name}: parity with DP {'yes' if info['parity_with_dp'] else 'NO'}"
-          + ("" if info["parity_with_dp"] else f" ({'; '.join(info['parity_mismatches'][:4])})"))
+    parity = info["parity_with_dp"]
+    print(f"\n== {report.name}: parity with DP "
+          + ("NOT CHECKED (no step was taken)" if parity is None else "yes" if parity else
+             f"NO ({'; '.join(info['parity_mismatches'][:4])})"))
     cats = list(info["memory_by_category"][0])
     print("memory per rank, bytes current/peak")
     print("rank  " + "  ".join(f"{c:>13}" for c in cats) + f"  {'peak total':>11}")
@@ -188,8 +206,8 @@ def _print_stage(report: StageReport, info: dict) -> None:
         row = info["memory_by_category"][r]
         cells = "  ".join(f"{row[c]['current']:>6}/{row[c]['peak']:<6}" for c in cats)
         print(f"{r:>4}  {cells}  {report.peak_bytes_per_rank[r]:>11}")
-    print(f"traffic sent per rank over {report.steps} step(s), ratio to DP "
-          f"{_ratio_text(info['traffic_ratio_to_dp'])}")
+    ratio = NO_STEP_RATIO if parity is None else _ratio_text(info["traffic_ratio_to_dp"])
+    print(f"traffic sent per rank over {report.steps} step(s), ratio to DP {ratio}")
     for label, t in report.traffic_by_label.items():
         per = t["sent_bytes_per_rank"]
         shown = f"{per[0]} B" if len(set(per)) == 1 else f"{per} B"
@@ -239,6 +257,80 @@ def _check_blocks(args) -> None:
                          f"sums over N ranks stay exact in {args.dtype} only up to {limit}); got {args.ranks}")
 
 
+def _check_backend_flags(args) -> None:
+    """``--torch-algorithm`` and ``--timeout`` only mean something on the torch backend: refuse them elsewhere."""
+    if args.backend != "torch":
+        for flag, value in (("--torch-algorithm", args.torch_algorithm), ("--timeout", args.timeout)):
+            if value is not None:
+                raise ValueError(f"{flag} applies to --backend torch only; got it with --backend {args.backend}")
+    args.timeout = 300.0 if args.timeout is None else args.timeout
+
+
+def _loss_scaling(args) -> LossScaling | None:
+    """The run's LossScaling from ``--loss-scaling`` and ``--init-scale``; None: the dtype's default. An
+    ``--init-scale`` for a run without loss scaling would be ignored, so it is refused."""
+    kind = args.loss_scaling or ("dynamic" if args.dtype == "fp16" else "none")
+    if args.init_scale is not None and kind == "none":
+        raise ValueError(f"--init-scale needs loss scaling; {args.dtype} runs with --loss-scaling {kind} "
+                         f"(give --loss-scaling static or dynamic)")
+    if args.loss_scaling is None and args.init_scale is None:
+        return None
+    return LossScaling(kind, **({} if args.init_scale is None else {"init_scale": args.init_scale}))
+
+
+_FROM_CHECKPOINT = ("dtype", "seed", "grads", "units", "loss_scaling", "init_scale")
+_DEFAULTS = {"dtype": "bf16", "seed": 0, "grads": "model", "stage": "all"}
+
+
+def _checkpoint_flags(args):
+    """Check --checkpoint/--save-every/--resume and fill the defaults they leave open; return the loaded
+    checkpoint (or None)."""
+    if (args.checkpoint is None) != (args.save_every is None):
+        raise ValueError("--checkpoint and --save-every go together (where, and how often)")
+    if args.backend == "torch" and (args.checkpoint or args.resume):
+        raise ValueError("--checkpoint and --resume apply to --backend emulator only")
+    loaded = None
+    if args.resume is not None:
+        given = [f"--{name.replace('_', '-')}" for name in _FROM_CHECKPOINT if getattr(args, name) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} come(s) from the checkpoint with --resume; drop them")
+        loaded = load_checkpoint(args.resume)
+        meta = loaded.metadata
+        args.dtype, args.seed, args.grads = meta["wire_dtype"], meta["seed"], meta["grads"]
+        args.units = list(meta["unit_sizes"])
+        args.ranks = meta["n_ranks"] if args.ranks is None else args.ranks
+        args.stage = meta["stage"] if args.stage is None else args.stage
+    for name, value in _DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.ranks is None:
+        raise ValueError("--ranks is required (unless --resume gives it)")
+    if args.checkpoint is not None and args.stage == "all":
+        raise ValueError("--checkpoint saves one stage: give --stage dp, zero1, zero2 or zero3")
+    return loaded
+
+
+def _train_stages(args, stages, scaling, loaded, plan) -> dict:
+    """Every stage's report; the chosen stage saves checkpoints when asked and meets the faults; a resumed run
+    starts every stage (DP included) from the same checkpoint. The chosen stage runs first, so that a failed step
+    stops the command before any other run."""
+    reports = {}
+    for s in sorted(stages, key=lambda s: s != args.stage):
+        if loaded is not None:
+            job = resume_job(loaded, args.ranks, args.steps)
+        else:
+            job = training_job(args.ranks, args.steps, args.dtype, args.seed, args.grads, args.units,
+                               loss_scaling=scaling)
+        saving = args.checkpoint is not None and s == args.stage
+        reports[s], writer = run_training(s, job, args.checkpoint if saving else None,
+                                          args.save_every if saving else None, algorithm=args.algorithm,
+                                          faults=plan if s == args.stage else None)
+        if writer is not None and not args.json:
+            print(f"checkpoints of {s} written: {', '.join(str(p) for p in writer.saved) or 'none'}",
+                  file=sys.stderr)
+    return reports
+
+
 def _check_fits(args, stages, units) -> None:
     """Refuse (exit 2) a training run whose real arrays cannot fit this machine's memory; name ``ringemu memory``."""
     sizes = list(units or DEFAULT_UNIT_SIZES)
@@ -249,9 +341,11 @@ def _check_fits(args, stages, units) -> None:
 
 
 def zero_command(args) -> int:
+    loaded = _checkpoint_flags(args)
+    _check_backend_flags(args)
     _check_blocks(args)
     units = args.units
-    scaling = LossScaling(args.loss_scaling, init_scale=args.init_scale) if args.loss_scaling else None
+    scaling = _loss_scaling(args) if loaded is None else None
     if args.on_fault != "raise" and not args.fault:
         raise ValueError("--on-fault needs --fault (without faults no step fails)")
     if args.fault and args.stage == "all":
@@ -267,15 +361,19 @@ def zero_command(args) -> int:
     stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
     _check_fits(args, stages, units)
     plan = FaultPlan(tuple(args.fault), retry=args.on_fault == "retry") if args.fault else None
-    # the faulty stage runs first, so that a failed step stops the command before any other run
-    reports = {s: train(s, args.ranks, args.steps, args.dtype, args.seed, args.grads, units, loss_scaling=scaling,
-                        algorithm=args.algorithm, faults=plan if s == args.stage else None)
-               for s in sorted(stages, key=lambda s: s != args.stage)}
+    reports = _train_stages(args, stages, scaling, loaded, plan)
     dp = reports["dp"]
     shown = STAGES if args.stage == "all" else (args.stage,)
     infos = {s: stage_json(reports[s], dp) for s in shown}
-    out = {"ranks": dp.n_ranks, "steps": dp.steps, "dtype": dp.wire_dtype, "seed": args.seed, "grads": args.grads,
-           "algorithm": args.algorithm, "unit_sizes": list(dp.unit_sizes), "psi": dp.psi,
+    taken = sum(not skipped for skipped in dp.skipped_steps)
+    no_step = args.steps > 0 and taken == 0
+    if no_step:  # nothing was trained: equal untrained states are no evidence, and the traffic is not a step's
+        for info in infos.values():
+            info.update(parity_with_dp=None, traffic_ratio_to_dp=None)
+    out = {"ranks": dp.n_ranks, "steps": dp.steps, "steps_taken": taken, "dtype": dp.wire_dtype, "seed": args.seed,
+           "grads": args.grads, "algorithm": args.algorithm, "unit_sizes": list(dp.unit_sizes), "psi": dp.psi,
+           "parity_checked": not no_step, "resumed_from": None if loaded is None else str(loaded.directory),
+           "first_step": 0 if loaded is None else loaded.state.steps_done,
            "stages": [infos[s] for s in shown]}
     if args.json:
         print(json.dumps(out))
@@ -283,8 +381,16 @@ def zero_command(args) -> int:
         print(f"{args.grads} gradients, Ψ = {dp.psi} in units {list(dp.unit_sizes)}, N = {dp.n_ranks}, "
               f"{dp.steps} steps, {dp.wire_dtype}, seed {args.seed}, {args.algorithm} collectives; skipped steps "
               f"{dp.skipped_steps}")
+        if loaded is not None:
+            print(f"resumed from {loaded.directory} ({loaded.metadata['stage']} on {loaded.metadata['n_ranks']} "
+                  f"ranks, after step {loaded.state.steps_done}); DP resumed from the same checkpoint")
         for s in shown:
             _print_stage(reports[s], infos[s])
+    if no_step:
+        print(f"ringemu: failed: no step was taken: all {args.steps} steps were skipped (loss-scale overflow at "
+              f"scale {dp.loss_scales[0]:g}); parity with DP was NOT checked (try a smaller --init-scale)",
+              file=sys.stderr)
+        return 1
     return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
 
 

@@ -30,10 +30,10 @@ def run_rank(comm, job: Job) -> RankResult:
     weights16 = [arena.alloc(f"weights16[{u}]", "weights16", s, wire) for u, s in enumerate(flat.unit_sizes)]
     grads16 = [arena.alloc(f"grads16[{u}]", "grads16", s, wire) for u, s in enumerate(flat.unit_sizes)]
     opt = OptimizerShard(arena, [slice(0, s) for s in flat.unit_sizes], list(flat.unit_sizes),
-                         job.init_unit, job.adam)
+                         job.init_unit, job.adam, resume=job.resume)
     for u in units:
         write(weights16[u], opt.weights16(u, wire))
-    scaler, rec = LossScaler(job.loss_scaling), Recorder(job, comm.rank)
+    scaler, rec = LossScaler(job.loss_scaling, job.resume), Recorder(job, comm.rank)
     held = [(u, 0, weights16[u]) for u in units]
 
     def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
@@ -57,7 +57,8 @@ def run_rank(comm, job: Job) -> RankResult:
                 write(weights16[u], opt.weights16(u, wire))
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+        job.end_step(comm.rank, step, opt, scaler, held)
 
-    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(job.step_range(), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

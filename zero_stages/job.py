@@ -38,17 +38,30 @@ class Job:
     memory: MemoryLedger
     size_only: bool = False
     record_history: bool = True
+    resume: Any = None  # a zero_stages.checkpoint.TrainingState to start from (full per-unit states), or None
+    first_step: int = 0  # index of the first step (the workload's data for step t is the same in every run)
+    on_step_end: Any = None  # callable(rank, step, opt, scaler, weights16 pieces) after every step, or None
     _initial: dict = field(default_factory=dict, repr=False, compare=False)  # unit -> initial fp32 values, read-only
 
     def init_unit(self, unit: int):
-        """Unit ``unit``'s initial fp32 values (None when size-only), computed once per job and shared by the
-        ranks read-only (every rank starts from the same weights; each copies what it keeps)."""
+        """Unit ``unit``'s initial fp32 values (None when size-only): the resumed state's master weights, or the
+        workload's, computed once per job and shared by the ranks read-only (each copies what it keeps)."""
         if unit not in self._initial:
-            values = self.workload.init_unit(unit)
+            values = self.workload.init_unit(unit) if self.resume is None else self.resume.master[unit].copy()
             if values is not None:
                 values.flags.writeable = False
             self._initial[unit] = values
         return self._initial[unit]
+
+    def step_range(self) -> range:
+        """The step indices this run takes: ``first_step`` to ``first_step + steps``."""
+        return range(self.first_step, self.first_step + self.steps)
+
+    def end_step(self, rank: int, step: int, opt, scaler, weights16: "Pieces") -> None:
+        """Called by every rank after each step (its loss scaler updated): hands the rank's state to
+        ``on_step_end`` (a checkpoint writer), if any."""
+        if self.on_step_end is not None:
+            self.on_step_end(rank, step, opt, scaler, weights16)
 
 
 @dataclass

@@ -35,7 +35,7 @@ class OptimizerShard:
     """fp32 master, m, v of ``parts[u]`` (a slice of unit u) for every unit, each allocated ``alloc_numel[u]``
     elements (the part's length plus padding). ``init(u)`` gives unit u's initial fp32 weights (or None)."""
 
-    def __init__(self, arena, parts: list[slice], alloc_numel: list[int], init, config: AdamConfig):
+    def __init__(self, arena, parts: list[slice], alloc_numel: list[int], init, config: AdamConfig, resume=None):
         self.arena, self.parts, self.config = arena, list(parts), config
         self.step_count = 0  # applied steps; skipped (overflow) steps do not count
         self._fresh16: dict[int, np.ndarray] = {}  # unit -> 16-bit rounding of its new master, from the fused pass
@@ -49,6 +49,11 @@ class OptimizerShard:
             initial = init(u)
             if initial is not None:
                 write(self.payload(self.master, u), initial[sl])
+            if resume is not None:  # a resumed run: Adam's moments of this part, and its step count
+                write(self.payload(self.m, u), resume.m[u][sl])
+                write(self.payload(self.v, u), resume.v[u][sl])
+        if resume is not None:
+            self.step_count = int(resume.adam_step)
 
     def length(self, unit: int) -> int:
         sl = self.parts[unit]

@@ -14,6 +14,7 @@ bf16 has fp32's exponent range and needs no scaling; it runs unscaled unless ask
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,8 @@ from ringemu.dtypes import dtype_name, resolve_dtype
 from ringemu.virtual import VirtualBuffer, is_virtual
 
 __all__ = ["WEIGHT16_BYTES", "GRAD16_BYTES", "K_BYTES", "FP32_BYTES", "BYTES_PER_PARAMETER", "WIRE_DTYPES",
-           "LOSS_SCALING_KINDS", "LossScaling", "LossScaler", "check_wire_dtype", "default_loss_scaling"]
+           "LOSS_SCALING_KINDS", "MAX_LOSS_SCALE", "LossScaling", "LossScaler", "check_wire_dtype",
+           "default_loss_scaling"]
 
 WEIGHT16_BYTES = 2  # fp16/bf16 weight, ZeRO §3.1
 GRAD16_BYTES = 2  # fp16/bf16 gradient, ZeRO §3.1
@@ -31,6 +33,7 @@ K_BYTES = 3 * FP32_BYTES  # K = 12 B of optimizer state per parameter, ZeRO §3.
 BYTES_PER_PARAMETER = WEIGHT16_BYTES + GRAD16_BYTES + K_BYTES  # 16 B (lesson claim M1)
 WIRE_DTYPES = ("bf16", "fp16")
 LOSS_SCALING_KINDS = ("none", "static", "dynamic")
+MAX_LOSS_SCALE = 2.0 ** 127  # the largest power of two below fp32's maximum: a scale the fp32 average can undo
 
 
 def check_wire_dtype(wire_dtype: object) -> np.dtype:
@@ -58,10 +61,15 @@ class LossScaling:
     def __post_init__(self) -> None:
         if self.kind not in LOSS_SCALING_KINDS:
             raise ValueError(f"loss scaling kind must be one of {', '.join(LOSS_SCALING_KINDS)}; got {self.kind!r}")
-        if not (isinstance(self.init_scale, (int, float)) and self.init_scale > 0 and np.isfinite(self.init_scale)):
-            raise ValueError(f"init_scale must be a finite number > 0; got {self.init_scale!r}")
-        if not (self.growth_factor >= 1 and 0 < self.backoff_factor <= 1):
-            raise ValueError("growth_factor must be >= 1 and backoff_factor in (0, 1]")
+        for name in ("init_scale", "growth_factor", "backoff_factor"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number; got {value!r} ({type(value).__name__})")
+        if not (0 < self.init_scale <= MAX_LOSS_SCALE and math.isfinite(self.init_scale)):
+            raise ValueError(f"init_scale must be a finite number > 0 and <= 2^127; got {self.init_scale!r}")
+        if not (1 <= self.growth_factor <= 2 ** 16 and 0 < self.backoff_factor <= 1):
+            raise ValueError(f"growth_factor must be in [1, 2^16] and backoff_factor in (0, 1]; got "
+                             f"{self.growth_factor!r}, {self.backoff_factor!r}")
         if isinstance(self.growth_interval, bool) or not isinstance(self.growth_interval, int) \
                 or self.growth_interval < 1:
             raise ValueError(f"growth_interval must be an integer >= 1; got {self.growth_interval!r}")
@@ -75,10 +83,17 @@ def default_loss_scaling(wire_dtype: object) -> LossScaling:
 class LossScaler:
     """One rank's loss-scale state. Every rank starts equal and sees the same overflow flag, so all stay equal."""
 
-    def __init__(self, config: LossScaling):
+    def __init__(self, config: LossScaling, resume=None):
         self.config = config
         self.scale = 1.0 if config.kind == "none" else float(config.init_scale)
         self._clean_steps = 0
+        if resume is not None:  # a resumed run continues the scale and the count of clean steps
+            self.scale, self._clean_steps = float(resume.loss_scale), int(resume.clean_steps)
+
+    @property
+    def clean_steps(self) -> int:
+        """Consecutive clean steps since the scale last changed (dynamic scaling grows it at growth_interval)."""
+        return self._clean_steps
 
     def found_overflow(self, comm, reduced_parts) -> bool:
         """True if any rank's part of the reduced gradient holds an inf or NaN (one all-reduce of a flag,

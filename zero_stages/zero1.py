@@ -33,8 +33,9 @@ def run_rank(comm, job: Job) -> RankResult:
     # Model states: whole 16-bit weights and gradients, the optimizer states of this rank's shard only.
     weights16 = full_weights16(arena, job)
     grads16 = [arena.alloc(f"grads16[{u}]", "grads16", s, wire) for u, s in enumerate(flat.unit_sizes)]
-    opt = OptimizerShard(arena, mine, [flat.shard_numel(u) for u in units], job.init_unit, job.adam)
-    scaler, rec = LossScaler(job.loss_scaling), Recorder(job, rank)
+    opt = OptimizerShard(arena, mine, [flat.shard_numel(u) for u in units], job.init_unit, job.adam,
+                         resume=job.resume)
+    scaler, rec = LossScaler(job.loss_scaling, job.resume), Recorder(job, rank)
     held = [(u, 0, weights16[u]) for u in units]
 
     def own(buffers, u):
@@ -67,7 +68,8 @@ def run_rank(comm, job: Job) -> RankResult:
                 write(weights16[u], comm.all_gather(own(weights16, u), flat.unit_sizes[u], label="param_all_gather"))
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+        job.end_step(rank, step, opt, scaler, held)
 
-    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(job.step_range(), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

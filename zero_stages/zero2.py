@@ -35,8 +35,9 @@ def run_rank(comm, job: Job) -> RankResult:
     weights16 = full_weights16(arena, job)
     grads16 = [arena.alloc(f"grads16[{u}]", "grads16", shard_numel[u], wire,
                            padding=shard_numel[u] - (mine[u].stop - mine[u].start)) for u in units]
-    opt = OptimizerShard(arena, mine, shard_numel, job.init_unit, job.adam)
-    scaler, rec = LossScaler(job.loss_scaling), Recorder(job, rank)
+    opt = OptimizerShard(arena, mine, shard_numel, job.init_unit, job.adam,
+                         resume=job.resume)
+    scaler, rec = LossScaler(job.loss_scaling, job.resume), Recorder(job, rank)
     held = [(u, 0, weights16[u]) for u in units]
 
     def own_grad(u):
@@ -70,7 +71,8 @@ def run_rank(comm, job: Job) -> RankResult:
                 write(weights16[u], comm.all_gather(own_w, flat.unit_sizes[u], label="param_all_gather"))
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+        job.end_step(rank, step, opt, scaler, held)
 
-    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(job.step_range(), one_step)
 
     return rec.result(arena, scaler.scale, held, opt)

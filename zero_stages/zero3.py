@@ -36,7 +36,8 @@ def init_state(comm, job: Job):
     pad = [shard_numel[u] - (mine[u].stop - mine[u].start) for u in units]
     weights16 = [arena.alloc(f"weights16[{u}]", "weights16", shard_numel[u], wire, padding=pad[u]) for u in units]
     grads16 = [arena.alloc(f"grads16[{u}]", "grads16", shard_numel[u], wire, padding=pad[u]) for u in units]
-    opt = OptimizerShard(arena, mine, shard_numel, job.init_unit, job.adam)
+    opt = OptimizerShard(arena, mine, shard_numel, job.init_unit, job.adam,
+                         resume=job.resume)
     for u in units:
         write(part(weights16[u], 0, mine[u].stop - mine[u].start), opt.weights16(u, wire))
     return arena, mine, weights16, grads16, opt
@@ -98,7 +99,7 @@ def optimizer_step(comm, job, weights16, grads16, mine, opt, scaler, rec) -> boo
 def run_rank(comm, job: Job) -> RankResult:
     """One rank of ZeRO-3 for ``job.steps`` steps."""
     arena, mine, weights16, grads16, opt = init_state(comm, job)
-    scaler, rec = LossScaler(job.loss_scaling), Recorder(job, comm.rank)
+    scaler, rec = LossScaler(job.loss_scaling, job.resume), Recorder(job, comm.rank)
     held = [(u, mine[u].start, part(weights16[u], 0, mine[u].stop - mine[u].start)) for u in job.flat.units()]
     def one_step(step: int) -> None:  # one training step, atomic under faults (zero_stages.step_guard)
         ctx = job.workload.begin_step(arena, step, comm.rank)
@@ -108,6 +109,7 @@ def run_rank(comm, job: Job) -> RankResult:
         overflow = optimizer_step(comm, job, weights16, grads16, mine, opt, scaler, rec)
         rec.end_step(step, overflow, scaler.scale, held, opt)
         scaler.update(overflow)
+        job.end_step(comm.rank, step, opt, scaler, held)
 
-    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(range(job.steps), one_step)
+    StepGuard(comm, job, arena, rec, opt, scaler, weights16).run(job.step_range(), one_step)
     return rec.result(arena, scaler.scale, held, opt)

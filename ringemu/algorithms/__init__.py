@@ -21,6 +21,7 @@ from ..schedule import Schedule, check_n_ranks
 __all__ = [
     "COLLECTIVES", "DEFAULT_ALGORITHM", "OP_ALIASES", "Algorithm", "REGISTRY", "algorithm", "build", "names",
     "resolve_op", "op_names", "schedule_for", "cost", "check_ranks_per_node", "default_ranks_per_node",
+    "MAX_SCHEDULE_RANKS",
 ]
 
 # The collectives a schedule can implement (CLI spelling). A schedule's postcondition says what it leaves:
@@ -129,7 +130,7 @@ def op_names() -> tuple[str, ...]:
 
 
 def _check_collective(collective: object) -> str:
-    if collective not in COLLECTIVES:
+    if not isinstance(collective, str) or collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}; got {collective!r}")
     return collective  # type: ignore[return-value]
 
@@ -137,6 +138,10 @@ def _check_collective(collective: object) -> str:
 def resolve_op(op: str, algorithm_name: str | None = None) -> tuple[str, str]:
     """(collective, algorithm) for an op name as typed (``all-reduce``, ``naive-all-reduce``) and an optional
     algorithm; an alias fixes its algorithm, and a different explicit one is an error."""
+    if not isinstance(op, str):
+        raise TypeError(f"op must be one of {', '.join(op_names())} (a string); got {op!r} ({type(op).__name__})")
+    if algorithm_name is not None and not isinstance(algorithm_name, str):
+        raise TypeError(f"algorithm must be a name (a string) or None; got {algorithm_name!r}")
     if op in OP_ALIASES:
         collective, fixed = OP_ALIASES[op]
         if algorithm_name not in (None, fixed):
@@ -168,6 +173,9 @@ def _options(entry: Algorithm, n: int, ranks_per_node: object) -> dict:
     return {"ranks_per_node": default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node}
 
 
+MAX_SCHEDULE_RANKS = 4096  # the largest N a schedule table is built for (`ringemu count`'s bound)
+
+
 def build(collective: str, n_ranks: int, name: str = DEFAULT_ALGORITHM, *,
           ranks_per_node: int | None = None) -> Schedule:
     """The schedule of ``name`` for ``collective`` on ``n_ranks`` ranks (a clear ValueError where the algorithm
@@ -178,6 +186,9 @@ def build(collective: str, n_ranks: int, name: str = DEFAULT_ALGORITHM, *,
     """
     entry = algorithm(collective, name)
     n = check_n_ranks(n_ranks)
+    if n > MAX_SCHEDULE_RANKS:
+        raise ValueError(f"n_ranks must be <= {MAX_SCHEDULE_RANKS} to build a schedule (its table grows as N², "
+                         f"40 B a row: 1.3 GB for the ring all-reduce at the bound); got {n}")
     reason = entry.unsupported(n)
     if reason is not None:
         raise ValueError(f"{collective} algorithm {name!r} does not support n_ranks={n}: {reason}")
