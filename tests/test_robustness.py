@@ -87,7 +87,7 @@ def test_overflowing_numbers_are_one_line_errors(capsys, argv, fragment):
     (["zero", "--ranks", "8", "--units", str(2 ** 40)], "needs about"),  # the machine's memory check fires first
     (["zero", "--ranks", "1024", "--steps", "100", "--stage", "dp", "--units", "3"],
      "steps·units·n_ranks² of a training run must be <="),
-    (["memory", "--units", ",".join(["7"] * 100), "--ranks", "1024"], "units·n_ranks² of a size-only run"),
+    (["memory", "--units", ",".join(["7"] * 40_000), "--ranks", "1024"], "the number of units of a size-only run"),
 ])
 def test_absurd_sizes_are_refused(capsys, argv, fragment):
     assert_one_line_error(*cli(capsys, *argv), fragment)
