@@ -1,4 +1,5 @@
-"""``ringemu zero`` (train every stage, check parity with DP) and ``ringemu memory`` (size-only table).
+"""``ringemu zero`` (train every stage, check parity with DP); it also registers ``ringemu memory``
+(:mod:`zero_stages.memory_command`, the size-only table) and holds the argument parsers both use.
 
 GB = 10^9 bytes, printed with one decimal rounded half-up as the lesson prints them
 (:func:`ringemu.units.format_gb`); JSON carries the exact integers. Every flag is checked as it is parsed, so a
@@ -10,37 +11,26 @@ import argparse
 import json
 import math
 import sys
-from decimal import Decimal
-from fractions import Fraction
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
 from ringemu.backends.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
-from ringemu.checks import parse_number
 from ringemu.faults import FaultPlan
-from ringemu.units import GB, format_gb
-
 from ringemu.memory_guard import check_fits
 
-from .activations import RECOMPUTE, ActivationShape
-from .anchor import ANCHOR_UNIT_SIZES, ANCHOR_UNITS_ASSUMPTION
-from .api import (DEFAULT_UNIT_SIZES, MAX_SIZE_ONLY_RANKS, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, training_bytes,
-                  training_job)
+from .api import DEFAULT_UNIT_SIZES, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, training_bytes, training_job
 from .checkpoint import load_checkpoint, resume_job, run_training
 from .closed_forms import STAGES
 from .flat import MAX_PSI
-from .memory_report import memory_report
 from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
 from .report import OVERFLOW_LABEL, StageReport, stage_json
 from .workload import GRADIENT_SOURCES
 
-__all__ = ["register", "zero_command", "memory_command", "add_activation_arguments", "activation_shape",
-           "model_size", "BACKENDS", "NO_RATIO", "NO_STEP_RATIO", "MAX_CARD_GB"]
+__all__ = ["register", "zero_command", "BACKENDS", "NO_RATIO", "NO_STEP_RATIO"]
 
 BACKENDS = ("emulator", "torch")
 NO_RATIO = "n/a (DP sends nothing)"  # printed when DP sends no elements (N = 1, or --steps 0)
 NO_STEP_RATIO = "n/a (no step was taken)"  # printed when every step was skipped
-MAX_CARD_GB = 10 ** 12  # GB: a thousand exabytes
 
 
 def _integer(minimum: int, maximum: int | None = None):
@@ -72,19 +62,6 @@ def _positive(what: str):
         return value
 
     return parse
-
-
-def _card_gb(text: str) -> Decimal:
-    """An argparse ``type``: card memory in GB, a decimal number in (0, MAX_CARD_GB] kept exact (``80``, ``40.5``,
-    ``1e3``); the bounds are checked before any exact arithmetic (:func:`ringemu.checks.parse_number`)."""
-    try:
-        parse_number(text, "card memory", 0, MAX_CARD_GB, minimum_allowed=False, unit="GB")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).replace("card memory ", "")) from None
-    return Decimal(text.strip())
-
-
-_positive_decimal = _card_gb  # the name zero_stages.plots imports
 
 
 def _unit_list(text: str) -> list[int]:
@@ -149,42 +126,9 @@ def register(subparsers) -> None:
                    help="after rolling the failed step back: stop with an error (default), or run the step again")
     z.add_argument("--json", action="store_true", help="print one JSON object on one line")
     z.set_defaults(handler=zero_command)
+    from .memory_command import register_memory  # here, not at the top: memory_command reads this module's parsers
+    register_memory(subparsers)
 
-    m = subparsers.add_parser("memory", help="size-only memory (model states, activations, buffers in flight) and "
-                                             "traffic per rank of the four stages")
-    size = m.add_mutually_exclusive_group(required=True)
-    size.add_argument("--params", type=_integer(1, MAX_PSI),
-                      help=f"Ψ, the parameter count (1 to {MAX_PSI:_} = 2^61 - 1), as one unit")
-    size.add_argument("--units", type=_unit_list,
-                      help="Ψ as unit (layer) sizes, comma-separated: each unit is sharded and, in ZeRO-3, gathered "
-                           "on its own, so the peak shows the largest units in flight")
-    size.add_argument("--anchor", action="store_true",
-                      help="the lesson's anchor (Ψ = 27,781,427,952) as layer sizes: embedding, 64 layers of "
-                           "372,000,000, output head (an assumed split, printed)")
-    m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
-                   help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
-    m.add_argument("--gpu-gb", type=_card_gb, default=Decimal(80),
-                   help="card memory in GB (10^9 B), a decimal number; default 80")
-    m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16",
-                   help="16-bit weight and gradient type; both are 2 B, so the bytes are the same (default bf16)")
-    add_activation_arguments(m)
-    _algorithm_argument(m)
-    m.add_argument("--json", action="store_true", help="print one JSON object on one line")
-    m.set_defaults(handler=memory_command)
-
-
-def add_activation_arguments(parser) -> None:
-    """``--seq --batch --hidden --layers --heads --recompute`` (read back by :func:`activation_shape`)."""
-    act = parser.add_argument_group("activations (Korthikanti et al. 2022, §4, Table 2); give --seq, --batch, --hidden "
-                               "and --layers together")
-    act.add_argument("--seq", type=_integer(1), help="s, the sequence length in tokens")
-    act.add_argument("--batch", type=_integer(1), help="b, the micro-batch per rank")
-    act.add_argument("--hidden", type=_integer(1), help="h, the hidden size")
-    act.add_argument("--layers", type=_integer(1), help="L, the number of transformer layers")
-    act.add_argument("--heads", type=_integer(1), help="a, attention heads (needed with --recompute none)")
-    act.add_argument("--recompute", choices=RECOMPUTE, default="selective",
-                     help="none: s·b·h·(34 + 5·a·s/h) B per layer; selective: 34·s·b·h; full: 2·s·b·h (default "
-                          "selective)")
 
 
 def _algorithm_argument(p: argparse.ArgumentParser) -> None:
@@ -392,65 +336,3 @@ def zero_command(args) -> int:
               file=sys.stderr)
         return 1
     return 0 if all(i["parity_with_dp"] for i in infos.values()) else 1
-
-
-def activation_shape(args) -> ActivationShape | None:
-    """The :class:`ActivationShape` of the flags :func:`add_activation_arguments` added; None if none given."""
-    given = {f: getattr(args, f) for f in ("seq", "batch", "hidden", "layers")}
-    if all(v is None for v in given.values()):
-        if args.heads is not None:
-            raise ValueError("--heads needs --seq, --batch, --hidden and --layers")
-        return None
-    missing = [f"--{f}" for f, v in given.items() if v is None]
-    if missing:
-        raise ValueError(f"{', '.join(missing)} must be given too: activations need --seq, --batch, --hidden and "
-                         f"--layers together")
-    if args.recompute == "none" and args.heads is None:
-        raise ValueError("--heads must be given with --recompute none (s·b·h·(34 + 5·a·s/h) needs a)")
-    return ActivationShape(args.seq, args.batch, args.hidden, args.layers, args.recompute, args.heads)
-
-
-def model_size(args) -> tuple[list[int] | None, dict]:
-    """(unit sizes or None, the size keyword of run_size_only) from ``--params`` / ``--units`` / ``--anchor``."""
-    units = list(ANCHOR_UNIT_SIZES) if args.anchor else args.units
-    return units, ({"unit_sizes": units} if units else {"psi": args.params})
-
-
-def memory_command(args) -> int:
-    card = Fraction(args.gpu_gb) * GB  # bytes, exact
-    activations = activation_shape(args)
-    units, size = model_size(args)
-    out = memory_report(args.ranks, activations=activations, card_bytes=card, wire_dtype=args.dtype,
-                        algorithm=args.algorithm, **size)
-    out["gpu_gb"] = f"{args.gpu_gb:f}"
-    assumptions = ([ANCHOR_UNITS_ASSUMPTION] if args.anchor else []) + \
-        (activations.assumptions() if activations else ["no activations counted (give --seq, --batch, --hidden, "
-                                                        "--layers)"])
-    out["assumptions"] = assumptions
-    for row in out["stages"]:
-        row["model_state_gb"] = format_gb(max(row["model_state_bytes_per_rank"]))
-        row["peak_gb"] = format_gb(row["peak_bytes"])
-        row["traffic_gb"] = format_gb(max(row["traffic_sent_bytes_per_rank"]))
-    if args.json:
-        print(json.dumps(out))
-        return 0
-    psi = out["params"]
-    shape = f" in {len(units)} units" if units else ""
-    print(f"Ψ = {psi:,} parameters{shape}, N = {args.ranks} ranks, {args.dtype}, {args.algorithm} collectives, "
-          f"card {args.gpu_gb:f} GB (GB = 10^9 B); model states per rank (fp32 master + m + v = 12 B, 16-bit weight and gradient 2 B each)")
-    for line in assumptions:
-        print(f"assumes: {line}")
-    print(f"{'stage':<6} {'model states B/rank':>20} {'GB':>7} {'states fit':>10} {'activations B':>16} "
-          f"{'buffers B':>15} {'peak B/rank':>18} {'GB':>7} {'peak fits':>9} {'traffic B/rank/step':>20} {'GB':>7}")
-    for r in out["stages"]:
-        print(f"{r['name']:<6} {max(r['model_state_bytes_per_rank']):>20,} {r['model_state_gb']:>7} "
-              f"{'yes' if r['model_states_fit'] else 'no':>10} {max(r['activation_peak_bytes_per_rank']):>16,} "
-              f"{r['buffer_bytes_at_peak']:>15,} {r['peak_bytes']:>18,} {r['peak_gb']:>7} "
-              f"{'yes' if r['peak_fits'] else 'no':>9} {max(r['traffic_sent_bytes_per_rank']):>20,} "
-              f"{r['traffic_gb']:>7}")
-    print("states fit: model states alone under the card (the lesson's reading, claim M6). peak fits: the peak per "
-          "rank under the card, i.e. model states + activations + buffers in flight (gathered parameters, gradient "
-          "buckets, the fp32 averaged gradient of one unit) at the moment the rank's total peaked"
-          + ("" if units else "; Ψ is one unit here, so ZeRO-3 gathers all of it at once: give --units or --anchor "
-                              "for per-layer peaks (lesson claim M10)"))
-    return 0

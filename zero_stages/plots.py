@@ -86,7 +86,8 @@ def algorithm_traffic_chart(psi: int, ranks=RANKS_GRID, wire_dtype: str = "bf16"
 
 
 def register(subparsers) -> None:
-    from .commands import _integer, _positive_decimal, _unit_list, add_activation_arguments
+    from .commands import _integer, _unit_list
+    from .memory_command import _positive_decimal, add_activation_arguments
     from .flat import MAX_PSI
     p = subparsers.add_parser("plot", help="per-rank memory or traffic of the four stages against N (needs the "
                                            "[plot] extra: matplotlib)")
@@ -107,7 +108,7 @@ def register(subparsers) -> None:
 
 
 def plot_command(args) -> int:
-    from .commands import activation_shape, model_size
+    from .memory_command import activation_shape, model_size
     if not str(args.output).lower().endswith((".png", ".svg")):
         raise ValueError(f"-o must name a .png or .svg file; got {args.output!r}")
     _, size = model_size(args)
