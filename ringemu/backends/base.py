@@ -15,11 +15,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .. import algorithms
-from ..checks import check_n_ranks
+from ..checks import check_n_ranks, check_numel
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
+from ..virtual import is_virtual
 
-__all__ = ["Communicator", "NATIVE", "RankFailure", "check_algorithm", "communicator_algorithms"]
+__all__ = ["Communicator", "NATIVE", "RankFailure", "check_algorithm", "check_call", "communicator_algorithms"]
 
 NATIVE = "native"  # a real engine's own collectives (the torch backend); every other name is a registry schedule
 
@@ -79,3 +80,24 @@ class Communicator(Protocol):
 
 class RankFailure(RuntimeError):
     """A rank raised, or the ranks' collective calls did not match (raised by the in-process worlds)."""
+
+
+def check_call(comm, op: str, buffer, numel: int | None, label: str, algorithm: str | None,
+               arrays: bool = True) -> tuple[int, str]:
+    """(numel, algorithm) of rank ``comm.rank``'s ``op`` call, checked the same way by every in-process world:
+    ``buffer`` 1-D (a numpy array where ``arrays``, or a VirtualBuffer), ``label`` a str, ``numel`` a count, and
+    ``algorithm`` None (the communicator's own) or a registry name that runs on the world's N."""
+    allowed = isinstance(buffer, np.ndarray) if arrays else False
+    if not ((allowed or is_virtual(buffer)) and buffer.ndim == 1):
+        needs = "needs a 1-D numpy array or VirtualBuffer" if arrays else \
+            "in a size-only world needs a 1-D VirtualBuffer"
+        raise TypeError(f"rank {comm.rank}: {op} {needs}; got {type(buffer).__name__} of shape "
+                        f"{getattr(buffer, 'shape', None)}")
+    if not isinstance(label, str):
+        raise TypeError(f"rank {comm.rank}: {op} label must be a str; got {label!r}")
+    numel = buffer.shape[0] if numel is None else check_numel(numel, "numel")
+    if algorithm is None:
+        algorithm = comm.algorithm
+    elif algorithm != comm.algorithm:
+        algorithm = check_algorithm(algorithm, comm.n_ranks, comm.world.ranks_per_node)
+    return numel, algorithm

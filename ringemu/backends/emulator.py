@@ -19,17 +19,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-import numpy as np
-
 from .. import collectives
 from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
-from ..checks import check_n_ranks, check_numel, check_timeout
+from ..checks import check_n_ranks, check_timeout
 from ..execute import MODES
 from ..faults import CollectiveFault, as_plan
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..virtual import VirtualBuffer, is_virtual
-from .base import RankFailure, check_algorithm
+from .base import RankFailure, check_algorithm, check_call
 from .scheduling import SCHEDULERS, new_rendezvous
 from .size_only import ScheduleCache, collective_of, count_collective
 
@@ -68,16 +66,7 @@ class EmulatorCommunicator:
         return ChunkLayout(numel, self.n_ranks)
 
     def _call(self, op: str, buffer, numel: int | None, label: str, algorithm: str | None = None):
-        if not ((isinstance(buffer, np.ndarray) or is_virtual(buffer)) and buffer.ndim == 1):
-            raise TypeError(f"rank {self.rank}: {op} needs a 1-D numpy array or VirtualBuffer; got "
-                            f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
-        if not isinstance(label, str):
-            raise TypeError(f"rank {self.rank}: {op} label must be a str; got {label!r}")
-        numel = buffer.shape[0] if numel is None else check_numel(numel, "numel")
-        if algorithm is None:
-            algorithm = self.algorithm
-        elif algorithm != self.algorithm:
-            algorithm = check_algorithm(algorithm, self.n_ranks, self.world.ranks_per_node)
+        numel, algorithm = check_call(self, op, buffer, numel, label, algorithm)
         request = _Request(op, label, numel, buffer.dtype, buffer, algorithm)
         return self.world._rendezvous.exchange(self.rank, request, self.world._execute)
 

@@ -17,12 +17,12 @@ from typing import Any, Callable, Iterable
 
 from .. import algorithms
 from ..dtypes import dtype_name
-from ..checks import check_n_ranks, check_numel
+from ..checks import check_n_ranks
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..schedule import Schedule
-from ..virtual import VirtualBuffer, is_virtual
-from .base import RankFailure, check_algorithm
+from ..virtual import VirtualBuffer
+from .base import RankFailure, check_algorithm, check_call
 
 __all__ = ["SizeOnlyWorld", "SizeOnlyCommunicator", "ScheduleCache", "count_collective", "collective_of"]
 
@@ -92,16 +92,7 @@ class SizeOnlyCommunicator:
         return ChunkLayout(numel, self.n_ranks)
 
     def _call(self, op: str, buffer, numel: int | None, label: str, algorithm: str | None) -> int:
-        if not (is_virtual(buffer) and buffer.ndim == 1):
-            raise TypeError(f"rank {self.rank}: {op} in a size-only world needs a 1-D VirtualBuffer; got "
-                            f"{type(buffer).__name__} of shape {getattr(buffer, 'shape', None)}")
-        if not isinstance(label, str):
-            raise TypeError(f"rank {self.rank}: {op} label must be a str; got {label!r}")
-        numel = buffer.shape[0] if numel is None else check_numel(numel, "numel")
-        if algorithm is None:
-            algorithm = self.algorithm
-        elif algorithm != self.algorithm:
-            algorithm = check_algorithm(algorithm, self.n_ranks, self.world.ranks_per_node)
+        numel, algorithm = check_call(self, op, buffer, numel, label, algorithm, arrays=False)
         call = (op, label, numel, dtype_name(buffer.dtype), algorithm)
         if self._expected is None:
             self.calls.append(call)
