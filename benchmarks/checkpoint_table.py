@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from zero_stages.api import STAGES, run_job, training_job  # noqa: E402
 from zero_stages.precision import LossScaling  # noqa: E402
-from zero_stages.checkpoint import load_checkpoint, resume_job, run_training, state_of_report  # noqa: E402
+from zero_stages.checkpoint.save_load import load_checkpoint, resume_job, run_training, state_of_report  # noqa: E402
 
 RANKS = (1, 3, 8)
 SAVED_AT, MORE = 2, 2

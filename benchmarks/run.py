@@ -7,7 +7,7 @@ Usage::
     python benchmarks/run.py --only-scale     # the scale section (benchmarks/scale.py) and its targets
 
 One run times, on the same data and machine: the STREAM floor, ringemu fused and step, a per-rank numpy loop
-(ringemu.bench_command), then the peers that are installed, each in its own processes (benchmarks/peers/:
+(ringemu.cli.bench), then the peers that are installed, each in its own processes (benchmarks/peers/:
 torch.distributed gloo, JAX host devices, mpi4py), an N sweep of all-reduce, the 16-bit wire types, size-only
 counting, start-up, the ZeRO training step (benchmarks/zero_step.py) and peak memory. It prints the tables and
 the targets with their ratios, and writes everything as JSON with ``--json``. The scale section
@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 
 import ringemu
-from ringemu.bench_command import SHORT, bench_collectives, render, time_it
+from ringemu.cli.bench import SHORT, bench_collectives, render, time_it
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
-RINGEMU = [PY, "-m", "ringemu.cli"]
+RINGEMU = [PY, "-m", "ringemu"]
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,vader"}
 
 

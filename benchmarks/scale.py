@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 from ringemu import algorithms  # noqa: E402
 from ringemu.execute import default_tile, run_schedule  # noqa: E402
-from ringemu.scale_bench import LESSON_UNIT_PARAMS, api_vs_kernel, size_only_point, world_latency  # noqa: E402
+from ringemu.cli.scale_bench import LESSON_UNIT_PARAMS, api_vs_kernel, size_only_point, world_latency  # noqa: E402
 
 __all__ = ["scale_section", "render_scale"]
 
@@ -73,7 +73,7 @@ def parity_rate(examples: int = 150, max_ranks: int = 8) -> dict:
 def lesson_grid(unit_count: int = 64) -> dict:
     """Every stage's size-only run for N = 1, 2, 4, ..., 1024 with the lesson's model in ``unit_count`` units."""
     from zero_stages.api import run_size_only
-    from zero_stages.closed_forms import STAGES
+    from zero_stages.memory.closed_forms import STAGES
 
     units = [LESSON_UNIT_PARAMS] * unit_count
     t = time.perf_counter()

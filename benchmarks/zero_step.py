@@ -17,10 +17,10 @@ Setup: N ranks (default 8), Ψ = 2^24 parameters in four units of 2^22 (zero_sta
   (each of the three: the fastest of three runs).
 
 Bandwidth floor (bytes the step must touch, at this machine's STREAM rates measured in the same run with
-``ringemu.bench_command.stream_rates`` on every core: copy counts 2 bytes moved per byte copied, in-place add
+``ringemu.cli.bench.stream_rates`` on every core: copy counts 2 bytes moved per byte copied, in-place add
 a += b counts 3):
 
-* each collective of the step: ``ringemu.bench_command.floor_bytes``, the least traffic that produces the ring's
+* each collective of the step: ``ringemu.cli.bench.floor_bytes``, the least traffic that produces the ring's
   end state (reduce-scatter (2N−1)·S·e and all-reduce 2N·S·e at the add rate, all-gather N·S·e at the copy
   rate; S the padded elements per rank, e the element size);
 * the optimizer: 28 B per updated parameter at the add rate: read the reduced 16-bit gradient (2 B), read and
@@ -45,8 +45,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the N rank threads already
 
 import numpy as np  # noqa: E402
 
-from ringemu.backends.emulator import EmulatedWorld  # noqa: E402
-from ringemu.bench_command import floor_bytes, stream_rates  # noqa: E402
+from ringemu.worlds.emulator import EmulatedWorld  # noqa: E402
+from ringemu.cli.bench import floor_bytes, stream_rates  # noqa: E402
 from ringemu.dtypes import resolve_dtype  # noqa: E402
 from ringemu.memory import MemoryLedger  # noqa: E402
 from zero_stages import STAGES, run_job, training_job  # noqa: E402

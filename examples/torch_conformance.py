@@ -2,7 +2,7 @@
 ``native`` algorithms (``docs/testing.md``). Needs ``ringemu[torch]``."""
 import sys
 
-from ringemu.backends.torch_launch import TorchWorld
+from ringemu.worlds.torch_launch import TorchWorld
 from ringemu.testing.conformance import check_communicator
 
 

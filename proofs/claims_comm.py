@@ -10,8 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .claim import Claim, Part
-from .exact import (PSI_ANCHOR, STAGE_NAMES, naive_root_received_elements, ring_all_reduce_sent_elements,
-                    ring_sent_elements, shard)
+from .exact import PSI_ANCHOR, STAGE_NAMES, naive_root_received_elements, ring_all_reduce_sent_elements, ring_sent_elements, shard
 from .rounding import GB, MIB, Decimals, Exactly, FormulaOfN, Stated
 from .runs import torch_ddp_default_bucket_bytes
 

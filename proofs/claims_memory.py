@@ -11,9 +11,7 @@ from fractions import Fraction
 from ringemu.memory import MODEL_STATE_CATEGORIES
 
 from .claim import Claim, NotAvailable, Part
-from .exact import (BATCH, CARD_BYTES, GRAD16, HIDDEN, K_ADAM, LAYERS, PSI_ANCHOR, PSI_PAPER, SEQ, STAGE_NAMES,
-                    WEIGHT16, floor_bytes_per_param, full_recompute_activation_bytes, model_state_bytes,
-                    selective_activation_bytes)
+from .exact import BATCH, CARD_BYTES, GRAD16, HIDDEN, K_ADAM, LAYERS, PSI_ANCHOR, PSI_PAPER, SEQ, STAGE_NAMES, WEIGHT16, floor_bytes_per_param, full_recompute_activation_bytes, model_state_bytes, selective_activation_bytes
 from .rounding import GB, GIB, AllEqual, Between, Decimals, Exactly, Stated
 
 __all__ = ["MEMORY_CLAIMS", "LESSON", "ZERO_PAPER", "M5_NS", "M8_NS", "M10_LARGEST_UNIT",

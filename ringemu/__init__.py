@@ -1,6 +1,11 @@
 """ringemu: ring collectives on N virtual ranks, with every element that crosses a link counted exactly.
 
 Public API (stable): the collectives, their schedules, the ledgers, size-only buffers and fixed-seed blocks.
+
+The package's public face: it re-exports the stable names and sits above every module of ringemu, so any of
+them may be re-exported here; no module of ringemu imports it except the entry points (``cli``, the pytest plugin).
+The layers, bottom up: core (schedule, layout, kernels, wire, ledger, ...) < algorithms < faults < views <
+collectives and trace < worlds < torch < testing < cli; ``tests/test_layering.py`` enforces them.
 """
 from .blocks import check_integer_blocks, integer_blocks
 from .collectives import all_gather, all_reduce, naive_all_reduce, reduce_scatter

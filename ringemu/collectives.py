@@ -21,8 +21,8 @@ parallelism (all-reduce) and ZeRO (reduce-scatter) agree exactly. ``schedule=`` 
 the same collective and N (the emulated world keeps one per collective). ``ranks_per_node`` is passed to the
 hierarchical algorithms (:func:`ringemu.algorithms.build`).
 
-``faults=`` (a :class:`~ringemu.faults.FaultPlan`, or Fault objects / spec strings) injects faults into the
-call (:mod:`ringemu.faults`); a detected fault raises :class:`~ringemu.faults.CollectiveFault` and no result is
+``faults=`` (a :class:`~ringemu.faults.plan.FaultPlan`, or Fault objects / spec strings) injects faults into the
+call (:mod:`ringemu.faults.plan`); a detected fault raises :class:`~ringemu.faults.plan.CollectiveFault` and no result is
 returned (with faults the collective always works in a fresh padded world, even when ``out`` is given).
 
 The input is never modified. Integer inputs whose exact sum does not fit the dtype are rejected (ring
@@ -36,7 +36,7 @@ import numpy as np
 
 from .dtypes import resolve_dtype
 from .execute import MODES, run_schedule
-from .faults import as_plan
+from .faults.plan import as_plan
 from .layout import ChunkLayout
 from .ledger import CommLedger
 from .algorithms import DEFAULT_ALGORITHM, build

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import (bf16_to_f32_fast, bits_to_f32, f32_to_bf16_fast, f32_to_bits, f32_to_half, half_to_f32, jit,
-                   jit_inline, store_fence, stream_copy)
+from ._jit import bf16_to_f32_fast, bits_to_f32, f32_to_bf16_fast, f32_to_bits, f32_to_half, half_to_f32, jit, jit_inline, store_fence, stream_copy
 
 __all__ = [
     "f16_to_f32", "f32_to_f16", "bf16_to_f32", "f32_to_bf16", "copy_tile", "add_tile", "widen_tile",

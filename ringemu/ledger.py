@@ -107,7 +107,7 @@ class CommLedger:
 
     Pass one ledger to the collectives (or to a Communicator); query it afterwards, optionally by label.
     ``messages`` carries the per-message records (header and CRC-32 as sent and as received,
-    :class:`ringemu.fault_link.Message`) of every step that ran with injected faults (:mod:`ringemu.faults`).
+    :class:`ringemu.faults.link.Message`) of every step that ran with injected faults (:mod:`ringemu.faults.plan`).
     """
 
     records: list[CollectiveRecord] = field(default_factory=list)

@@ -13,7 +13,7 @@ What it does in a pytest session, so that a user's property tests pass on a firs
   effect is hypothesis's ``default``, or the ``ci`` it loads itself when ``CI`` is set, not re-registered by a
   conftest), it loads ``ringemu-ci`` under CI and ``ringemu-dev`` otherwise;
 * **fixtures**: ``ring_world`` — ``ring_world(n_ranks, mode="fused", timeout=60, algorithm=...)`` returns an
-  :class:`~ringemu.backends.EmulatedWorld` with its own fresh ``CommLedger`` (``world.ledger``), whose
+  :class:`~ringemu.worlds.EmulatedWorld` with its own fresh ``CommLedger`` (``world.ledger``), whose
   ``run(fn, *args)`` calls ``fn(comm, *args)`` on every rank at once, as the ZeRO stages run (session-scoped: safe
   inside ``@given``); ``comm_ledger`` — a fresh :class:`~ringemu.ledger.CommLedger` per test (pass it as
   ``ring_world(n, ledger=comm_ledger)``; outside ``@given``, since hypothesis reuses function-scoped fixtures
@@ -130,8 +130,8 @@ def pytest_collection_finish(session) -> None:
 @pytest.fixture(scope="session")
 def ring_world():
     """``ring_world(n_ranks, *, ledger=None, mode="fused", timeout=60.0, **options)``: an emulated world of N
-    ranks (``options`` go to :class:`~ringemu.backends.EmulatedWorld`, e.g. ``algorithm="tree"``)."""
-    from .backends import EmulatedWorld
+    ranks (``options`` go to :class:`~ringemu.worlds.EmulatedWorld`, e.g. ``algorithm="tree"``)."""
+    from .worlds import EmulatedWorld
     from .ledger import CommLedger
 
     def make(n_ranks: int, *, ledger: CommLedger | None = None, mode: str = "fused", timeout: float = 60.0,

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..dtypes import BFLOAT16, DTYPES
+from .dtypes import BFLOAT16, DTYPES, resolve_dtype
 
-__all__ = ["NUMPY_OF", "as_flat_numpy", "check_tensor"]
+__all__ = ["NUMPY_OF", "TORCH_OF", "as_flat_numpy", "check_tensor", "to_torch", "to_numpy"]
 
 NUMPY_OF = {  # torch dtype -> numpy dtype ringemu moves; 16-bit floats are rounded per hop on reductions
     torch.float32: DTYPES["fp32"], torch.float64: DTYPES["fp64"], torch.float16: DTYPES["fp16"],
@@ -40,3 +40,23 @@ def as_flat_numpy(tensor: torch.Tensor) -> np.ndarray:
     if tensor.dtype == torch.bfloat16:
         return flat.view(torch.int16).numpy().view(BFLOAT16)
     return flat.numpy()
+
+
+TORCH_OF = {numpy_dtype: torch_dtype for torch_dtype, numpy_dtype in NUMPY_OF.items()}  # numpy -> torch dtype
+
+
+def to_torch(array: np.ndarray) -> torch.Tensor:
+    """A CPU tensor sharing memory with a 1-D numpy array of a ringemu dtype (bf16 is reinterpreted, not cast)."""
+    dt = resolve_dtype(array.dtype)
+    array = np.ascontiguousarray(array)
+    if dt == BFLOAT16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy array with the tensor's values (copied to the CPU if needed); bfloat16 becomes ml_dtypes bf16."""
+    tensor = tensor.detach().cpu().contiguous()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(BFLOAT16)
+    return tensor.numpy()

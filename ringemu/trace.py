@@ -19,15 +19,17 @@ import numpy as np
 from .blocks import integer_blocks, value_bound
 from .dtypes import dtype_name
 from .execute import run_schedule
-from .fault_link import run_faulty_step
-from .faults import with_step
+from .faults.link import run_faulty_step
+from .faults.spec import with_step
 from .checks import check_n_ranks, check_numel
 from .layout import ChunkLayout
 from .provenance import initial_provenance, run_provenance
-from .algorithms import schedule_for
+from .algorithms import build, schedule_for
+from .ledger import CommLedger
 from .schedule import ADD, Schedule, Transfer
+from .views.notebook import trace_html  # the view reads the trace's data and never imports this module
 
-__all__ = ["MAX_RANKS", "MAX_NUMEL", "TraceStep", "Trace", "trace_schedule", "trace_collective", "format_ranks"]
+__all__ = ["MAX_RANKS", "MAX_NUMEL", "TraceStep", "Trace", "trace_schedule", "trace_collective", "trace_algorithm", "format_ranks"]
 
 MAX_RANKS = 16  # ranks: a grid wider than this is not readable
 MAX_NUMEL = 256  # elements per rank buffer
@@ -85,7 +87,6 @@ class Trace:
 
     def _repr_html_(self) -> str:
         """Notebooks: the step-by-step stepper (:mod:`ringemu.views`) and a static SVG of the final state."""
-        from .views.notebook import trace_html
         return trace_html(self)
 
     def render(self, wrong: dict[int, set[tuple[int, int]]] | None = None) -> str:
@@ -140,7 +141,7 @@ def format_ranks(ranks: frozenset[int], n_ranks: int) -> str:
 def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step", faults=None) -> Trace:
     """Run ``schedule`` one step at a time on a copy of ``world`` (N, S) and record every step.
 
-    ``faults`` (message faults of :mod:`ringemu.faults`) are applied at their steps with the link layer's checks
+    ``faults`` (message faults of :mod:`ringemu.faults.plan`) are applied at their steps with the link layer's checks
     off, so that the trace shows the wrong values travelling; provenance stays the fault-free schedule's.
 
     Rows are zero-padded to the schedule's chunk layout (``ChunkLayout(S, n_chunks, N)``). For a schedule whose
@@ -245,3 +246,24 @@ def _state_dict(state: TraceStep, lay: ChunkLayout) -> dict:
         "buffers": [_values(row) for row in lay.unpad(state.buffers)],
         "provenance": [[sorted(p) for p in row] for row in state.provenance],
     }
+
+
+def trace_algorithm(collective: str, algorithm_name: str, n_ranks: int, numel: int | None = None, seed: int = 0,
+                    dtype: str = "int32", max_abs: int = 9) -> tuple[Trace, CommLedger, np.ndarray]:
+    """Trace ``algorithm_name`` of ``collective`` on fixed-seed integer blocks (values in [-max_abs, max_abs],
+    :func:`ringemu.trace.trace_collective`), and run the whole schedule once more on its own, recording it in a
+    CommLedger. ``numel`` defaults to max(N, the schedule's chunks): one value per chunk where chunks are many.
+
+    Returns (trace, ledger, inputs). The whole run's final buffers equal the trace's (checked).
+    """
+    if numel is None:
+        numel = max(n_ranks, build(collective, n_ranks, algorithm_name).n_chunks)
+    trace = trace_collective(collective, n_ranks, numel, dtype, seed, max_abs, algorithm_name)
+    inputs = integer_blocks(n_ranks, numel, seed, dtype, max_abs=min(max_abs, value_bound(n_ranks, dtype)))
+    ledger = CommLedger()
+    ledger.record(trace.schedule, trace.layout, trace.dtype, collective)
+    whole = trace.initial.buffers.copy()
+    run_schedule(trace.schedule, whole, "fused")
+    if not np.array_equal(whole, trace.final):
+        raise AssertionError(f"{trace.schedule.name}: the whole run and the step-by-step trace disagree")
+    return trace, ledger, inputs

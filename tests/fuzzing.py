@@ -70,7 +70,8 @@ def _world(n=3, numel=6, dtype=np.int32):
 
 
 def _library() -> list[EntryPoint]:
-    from ringemu import algorithms, blocks, collectives, commands, layout, trace, units
+    from ringemu import algorithms, blocks, collectives, layout, trace, units
+    from ringemu.cli import collective_commands as commands
     from zero_stages import api, flat, precision
     points = [
         EntryPoint("collectives.all_reduce", collectives.all_reduce, {"world": _world(), "mode": "fused",
@@ -103,7 +104,7 @@ def _library() -> list[EntryPoint]:
     ]
     import tempfile
 
-    from zero_stages import checkpoint
+    from zero_stages.checkpoint import save_load as checkpoint
     empty = tempfile.mkdtemp(prefix="ringemu-fuzz-checkpoint-")
     return points + [
         EntryPoint("checkpoint.load_checkpoint", checkpoint.load_checkpoint, {"path": empty}),

@@ -7,7 +7,7 @@ LESSON_RANKS, LESSON_SEED = 4, 0
 
 @lru_cache(maxsize=None)
 def _lesson_data() -> dict:
-    from zero_stages.lesson import lesson_data
+    from zero_stages.lesson.page import lesson_data
     return lesson_data(LESSON_RANKS, LESSON_SEED, ranks_grid=LESSON_GRID)
 
 

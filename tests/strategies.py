@@ -6,8 +6,7 @@ and float worlds) plus a few that only the test suite needs.
 from hypothesis import strategies as st
 
 from ringemu.algorithms import op_names, schedule_for
-from ringemu.testing import (AWKWARD_SIZES, buffer_sizes, dtype_names, float_worlds, integer_worlds, ring_sizes,
-                             seeds)
+from ringemu.testing import AWKWARD_SIZES, buffer_sizes, dtype_names, float_worlds, integer_worlds, ring_sizes, seeds
 
 __all__ = ["AWKWARD_SIZES", "OPS", "RING_OPS", "ring_sizes", "buffer_sizes", "dtype_names", "seeds",
            "integer_worlds", "float_worlds", "ops", "world_shapes", "large_ring_sizes", "lesson_sizes"]

@@ -6,7 +6,7 @@ from ringemu.algorithms import REGISTRY, build
 from ringemu.blocks import integer_blocks
 from ringemu.dtypes import resolve_dtype
 from ringemu.execute import MODES
-from ringemu.faults import Fault
+from ringemu.faults.spec import Fault
 from ringemu.layout import ChunkLayout
 
 __all__ = ["ENTRIES", "FAULT_DTYPES", "faulty_runs"]

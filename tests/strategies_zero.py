@@ -21,7 +21,7 @@ def examples(fraction: float) -> int:
 
 
 def zero3_expected_peak(unit_sizes, n_ranks, activation_bytes=0):
-    """ZeRO-3's peak bytes per rank with prefetching, derived by walking zero_stages/zero3.py's schedule:
+    """ZeRO-3's peak bytes per rank with prefetching, derived by walking zero_stages/stages/zero3.py's schedule:
     persistent shards P = 16·Σ ceil(S_u/N); the forward holds units u and u+1 (2 B each); the backward holds
     units u and u−1 plus unit u's 16-bit gradient bucket: P + 2·max_u(2·S_u + S_{u−1}). The backward term is
     never below the forward one. Activations (size-only runs) are live through forward and backward."""

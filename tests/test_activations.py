@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ringemu.cli import main
 from zero_stages import STAGES, ActivationShape, run_size_only
-from zero_stages.anchor import ANCHOR_PSI, ANCHOR_UNIT_SIZES, anchor_activations
+from zero_stages.memory.anchor import ANCHOR_PSI, ANCHOR_UNIT_SIZES, anchor_activations
 from zero_stages.workload import SizeOnlyWorkload
 
 shapes = st.builds(ActivationShape, seq=st.integers(1, 64), batch=st.integers(1, 4), hidden=st.integers(1, 64),

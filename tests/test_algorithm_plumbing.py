@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringemu import algorithms, collectives
-from ringemu.backends import EmulatedWorld, RankFailure, check_algorithm, communicator_algorithms
-from ringemu.backends.emulator import EmulatorCommunicator
+from ringemu.worlds import EmulatedWorld, RankFailure, check_algorithm, communicator_algorithms
+from ringemu.worlds.emulator import EmulatorCommunicator
 from ringemu.cli import build_parser, main
 from ringemu.layout import ChunkLayout
 from ringemu.ledger import CommLedger

@@ -7,10 +7,10 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 import ringemu._jit
-from ringemu.backends.emulator import EmulatedWorld
+from ringemu.worlds.emulator import EmulatedWorld
 from ringemu.ledger import CommLedger
 from ringemu.units import format_gb
-from zero_stages import zero3
+from zero_stages.stages import zero3
 from zero_stages.adam import AdamConfig, adam_step, adam_step_reference
 from zero_stages.api import run_size_only, size_only_job
 from zero_stages.buffers import cast
@@ -50,7 +50,7 @@ def _forward_only(comm, job):
 @given(n=st.integers(1, 6), sizes=st.lists(st.integers(1, 40), min_size=2, max_size=5))
 def test_zero3_forward_phase_peak_holds_the_prefetched_unit(n, sizes):
     """Catches: ZeRO-3's forward prefetch skipped (the backward would still set the overall peak). Expected from
-    the schedule in zero_stages/zero3.py: while unit u runs, unit u+1 is already gathered, 2 B per element."""
+    the schedule in zero_stages/stages/zero3.py: while unit u runs, unit u+1 is already gathered, 2 B per element."""
     job = size_only_job(n, unit_sizes=sizes)
     peaks = EmulatedWorld(n, CommLedger()).run(_forward_only, job)
     assert peaks == [2 * max(a + b for a, b in zip(sizes, sizes[1:]))] * n

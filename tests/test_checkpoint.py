@@ -11,8 +11,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from ringemu.cli import main
 from zero_stages.api import STAGES, run_job, training_job
-from zero_stages.checkpoint import (CheckpointError, CheckpointWriter, load_checkpoint, resume_job, run_training,
-                                    state_of_report)
+from zero_stages.checkpoint.save_load import CheckpointError, CheckpointWriter, load_checkpoint, resume_job, run_training, state_of_report
 
 _STATES = ("weights16", "master", "m", "v")
 
@@ -102,7 +101,7 @@ def test_latest_points_at_the_last_complete_step(saved):
     ("no-metadata", "no metadata.json and no latest pointer: not a checkpoint"),
 ])
 def test_damaged_checkpoints_are_refused_naming_file_and_field(saved, tmp_path, damage, fragment):
-    from zero_stages.checkpoint_format import npz_bytes, sha256
+    from zero_stages.checkpoint.format import npz_bytes, sha256
     d = _copy(saved, tmp_path)
     rank2, meta_path = d / "rank-00002.npz", d / "metadata.json"
     meta = json.loads(meta_path.read_text())
@@ -153,12 +152,12 @@ def test_an_interrupted_save_leaves_the_last_checkpoint_in_place(saved, tmp_path
     writer = CheckpointWriter(root, 1, "zero3", job)
 
     def rank_state(comm, job):
-        from zero_stages import zero3
+        from zero_stages.stages import zero3
         arena, mine, weights16, _, opt = zero3.init_state(comm, job)
         held = [(u, mine[u].start, weights16[u][:mine[u].stop - mine[u].start]) for u in job.flat.units()]
         return opt, held
 
-    from ringemu.backends.emulator import EmulatedWorld
+    from ringemu.worlds.emulator import EmulatedWorld
     from ringemu.ledger import CommLedger
     from zero_stages.precision import LossScaler
     states = EmulatedWorld(4, CommLedger()).run(rank_state, job)

@@ -205,7 +205,7 @@ def test_every_option_has_help_text(capsys, command, options):
 
 def test_console_script_in_a_subprocess(tmp_path):
     script = Path(sys.executable).with_name("ringemu")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "ringemu.cli"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "ringemu"]
     ok = subprocess.run(cmd + ["count", "--op", "all-reduce", "--ranks", "8", "--numel", str(PSI), "--dtype",
                                "bf16", "--json"], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and json.loads(ok.stdout)["per_rank"][3]["sent_bytes"] == 97_234_997_832

@@ -148,7 +148,7 @@ def test_one_rank_has_nothing_to_send(capsys):
 def test_the_table_names_algorithms_that_do_not_support_n():
     # every entry of today's catalog runs on every N, so the "not run" line is checked on a hand-made comparison
     from ringemu.compare import Comparison
-    from ringemu.compare_command import _table_lines
+    from ringemu.cli.compare import _table_lines
     shown = Comparison("all-reduce", Topology(4, 1), 8, "fp32", Fraction(3, 2), (),
                        (("some-algorithm", "needs N a power of two"),))
     assert _table_lines(shown)[-1] == "not run on this N: some-algorithm (needs N a power of two)"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ringemu.backends import EmulatedWorld
+from ringemu.worlds import EmulatedWorld
 from ringemu.testing.conformance import GLOO_NATIVE, assert_conforms, check_communicator
 from torch_support import require_torch
 
@@ -69,7 +69,7 @@ def test_expect_order_must_be_a_known_order():
 @pytest.mark.parametrize("algorithm, order", [("ring", "ring"), ("native", GLOO_NATIVE)])
 def test_ringemu_torch_backend_conforms(algorithm, order):
     require_torch()
-    from ringemu.backends.torch_launch import TorchWorld
+    from ringemu.worlds.torch_launch import TorchWorld
 
     # N >= 4 and S >= 16: below that gloo's order and the ring's can coincide (ringemu.testing.gloo_order)
     report = check_communicator(lambda n: TorchWorld(n, algorithm=algorithm, timeout=120), name=f"torch {algorithm}",

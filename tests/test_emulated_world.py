@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 
 from ringemu import collectives
-from ringemu.backends import Communicator, EmulatedWorld, RankFailure
-from ringemu.backends.scheduling import SCHEDULERS
+from ringemu.worlds import Communicator, EmulatedWorld, RankFailure
+from ringemu.worlds.scheduling import SCHEDULERS
 from ringemu.ledger import CommLedger
 from ringemu.testing import shards_of
 from ringemu.virtual import VirtualBuffer

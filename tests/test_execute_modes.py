@@ -198,10 +198,10 @@ def test_read_only_package_caches_in_user_cache_dir(tmp_path):
 
 
 def test_bench_traffic_models():
-    # Example: N = 8, S = 2^24 fp32 (the benchmark's main case), from the formulas in ringemu.bench_command's
+    # Example: N = 8, S = 2^24 fp32 (the benchmark's main case), from the formulas in ringemu.cli.bench's
     # docstring: floor RS (2N-1)·S·e, AG N·S·e, AR 2N·S·e; ring model RS 3(N-1)·S·e, AG 2(N-1)·S·e.
     from ringemu.algorithms import build
-    from ringemu.bench_command import bus_factor, floor_bytes, schedule_model_bytes
+    from ringemu.cli.bench import bus_factor, floor_bytes, schedule_model_bytes
 
     s, e = 2 ** 24, 4
     assert floor_bytes("reduce-scatter", 8, s, e) == (15 * s * e, "add")

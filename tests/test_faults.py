@@ -1,4 +1,4 @@
-"""Faults as data (ringemu.faults): the grammar, what each fault does to a schedule, the link layer's checks,
+"""Faults as data (ringemu.faults.plan): the grammar, what each fault does to a schedule, the link layer's checks,
 the watchdog, and that no fault leaves a partial result or touches the caller's buffers."""
 import numpy as np
 import pytest
@@ -7,10 +7,11 @@ from hypothesis import strategies as st
 
 from ringemu import collectives
 from ringemu.algorithms import REGISTRY
-from ringemu.backends.emulator import EmulatedWorld, RankFailure
+from ringemu.worlds.emulator import EmulatedWorld, RankFailure
 from ringemu.blocks import integer_blocks
 from ringemu.execute import run_schedule
-from ringemu.faults import (Fault, FaultPlan, MessageFault, RankStopped, as_plan, parse_fault, sub_schedule)
+from ringemu.faults.plan import FaultPlan, as_plan, sub_schedule
+from ringemu.faults.spec import Fault, MessageFault, RankStopped, parse_fault
 from ringemu.layout import ChunkLayout
 from ringemu.reference import run_schedule_reference
 from ringemu.schedule import Schedule
@@ -67,7 +68,7 @@ def test_a_fault_that_does_not_fit_the_schedule_is_named():
 def _edited(schedule: Schedule, fault: Fault, row: int) -> Schedule:
     """The schedule with the faulty message edited into its table: dropped (row removed), duplicated (row
     repeated) or misrouted (dst replaced). run_schedule_reference executes such a table with the schedule
-    semantics — an oracle independent of ringemu.faults."""
+    semantics — an oracle independent of ringemu.faults.plan."""
     table = np.array(schedule.table)
     if fault.kind == "drop":
         table = np.delete(table, row, axis=0)

@@ -1,13 +1,13 @@
-"""Detecting and locating faults without being told them (ringemu.fault_locate), the report, and the CLI."""
+"""Detecting and locating faults without being told them (ringemu.faults.locate), the report, and the CLI."""
 import json
 
 import numpy as np
 from hypothesis import given
 
 from ringemu.cli import main
-from ringemu.fault_locate import DETECTORS, detect, explain, located, observe
-from ringemu.faults import Fault
-from ringemu.faults_report import markdown, run_trials
+from ringemu.faults.locate import DETECTORS, detect, explain, located, observe
+from ringemu.faults.spec import Fault
+from ringemu.faults.report import markdown, run_trials
 from ringemu.provenance import initial_provenance, run_provenance
 from ringemu.schedule import COPY
 

@@ -1,4 +1,4 @@
-"""The fault specs on the torch backend (ringemu.backends.torch_faults): real processes, send/recv, gloo."""
+"""The fault specs on the torch backend (ringemu.faults.torch_faults): real processes, send/recv, gloo."""
 import os
 import re
 
@@ -9,8 +9,8 @@ from torch_support import require_torch
 
 require_torch()
 
-from ringemu.backends.emulator import RankFailure  # noqa: E402
-from ringemu.backends.torch_launch import TorchWorld  # noqa: E402
+from ringemu.worlds.emulator import RankFailure  # noqa: E402
+from ringemu.worlds.torch_launch import TorchWorld  # noqa: E402
 
 
 def _all_reduce(comm):

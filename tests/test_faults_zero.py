@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringemu.cli import main
-from ringemu.faults import FaultPlan
+from ringemu.faults.plan import FaultPlan
 from zero_stages.api import StepFailed, train
 from zero_stages.flat import FlatParams
 

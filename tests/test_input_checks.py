@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ringemu
-from ringemu.backends import EmulatedWorld, RankFailure
+from ringemu.worlds import EmulatedWorld, RankFailure
 from ringemu.memory import MemoryLedger
 from ringemu.testing import assert_matches_ringemu
 

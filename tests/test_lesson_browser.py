@@ -203,7 +203,7 @@ def test_first_fits_at_n_1024_match_ringemu_memory(browser_page):
 def _readme_screenshot(page, folder: Path) -> None:
     """The default page (``ringemu lesson`` with no options) at N = 8, ZeRO-3 shown, the ring mid-way."""
     from ringemu.views import page_html
-    from zero_stages.lesson import lesson_data
+    from zero_stages.lesson.page import lesson_data
     path = folder / "lesson.html"
     path.write_text(page_html(lesson_data()), encoding="utf-8")
     try:

@@ -11,8 +11,8 @@ from ringemu import CommLedger, all_reduce, trace_collective
 from ringemu.cli import main
 from ringemu.views import embedded_json, external_urls
 from ringemu.views.html import MAX_PAGE_BYTES
-from zero_stages.anchor import anchor_activations
-from zero_stages.memory_report import memory_report
+from zero_stages.memory.anchor import anchor_activations
+from zero_stages.memory.report import memory_report
 
 from lesson_support import LESSON_GRID, LESSON_RANKS, LESSON_SEED, lesson_page
 
@@ -127,7 +127,7 @@ def test_cli_lesson_bad_flags(argv, flag, tmp_path, capsys):
 
 
 def test_cli_lesson_writes_the_page(tmp_path, monkeypatch, capsys):
-    import zero_stages.lesson as lesson
+    import zero_stages.lesson.page as lesson
     monkeypatch.setattr(lesson, "RANKS_GRID", (1, 8))  # the command's grid, kept small here
     out = tmp_path / "lesson.html"
     assert main(["lesson", "-o", str(out), "--lang", "zh", "--ranks", "3", "--seed", "2"]) == 0
@@ -143,6 +143,6 @@ def test_cli_lesson_writes_the_page(tmp_path, monkeypatch, capsys):
                                                   (dict(seed=-1), ValueError, "seed"),
                                                   (dict(algorithm_name="nope"), ValueError, "algorithm")])
 def test_lesson_data_bad_input(kwargs, error, match):
-    from zero_stages.lesson import lesson_data
+    from zero_stages.lesson.page import lesson_data
     with pytest.raises(error, match=match):
         lesson_data(**kwargs)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ringemu
-from ringemu.backends import EmulatedWorld
+from ringemu.worlds import EmulatedWorld
 
 N, S = 16, 1 << 16  # a world of 4 MiB in fp32; one row is 1/16 of it
 WORLD_BYTES = N * S * 4

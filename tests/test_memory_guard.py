@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from ringemu import memory_guard
 from ringemu.algorithms import op_names, resolve_op
 from ringemu.cli import main
-from ringemu.commands import run_collective
+from ringemu.cli.collective_commands import run_collective
 from ringemu.dtypes import DTYPES
 from zero_stages.api import train, training_bytes
-from zero_stages.closed_forms import STAGES
+from zero_stages.memory.closed_forms import STAGES
 
 GIB = 2 ** 30
 

@@ -6,7 +6,7 @@ import pytest
 from ringemu import trace_collective
 from ringemu.views import external_urls
 from zero_stages import run_size_only
-from zero_stages.memory_report import memory_report
+from zero_stages.memory.report import memory_report
 
 
 def test_trace_repr_html_is_a_stepper_with_a_static_final_state():
@@ -33,6 +33,6 @@ def test_chart_repr_svg():
         if os.environ.get("CI") == "true":
             pytest.fail("matplotlib is not installed")
         pytest.skip("matplotlib is not installed (pip install 'ringemu[plot]')")
-    from zero_stages.plots import traffic_chart
+    from zero_stages.lesson.plots import traffic_chart
     chart = traffic_chart({n: memory_report(n, psi=1000) for n in (1, 2, 4)})
     assert chart._repr_svg_().lstrip().startswith("<?xml")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ringemu.cli import main
-from zero_stages.anchor import ANCHOR_PSI
-from zero_stages.memory_report import memory_report
+from zero_stages.memory.anchor import ANCHOR_PSI
+from zero_stages.memory.report import memory_report
 
 NS = (1, 2, 4, 8, 16, 32)
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def _reports(psi=ANCHOR_PSI, ns=NS):
 def test_first_fit_notes_and_card_line_come_from_the_reports():
     _need_matplotlib()
     import matplotlib.pyplot as plt
-    from zero_stages.plots import memory_chart
+    from zero_stages.lesson.plots import memory_chart
     reports = _reports()
     fig = memory_chart(reports).figure()
     ax = fig.axes[0]
@@ -53,7 +53,7 @@ def test_first_fit_notes_and_card_line_come_from_the_reports():
 
 
 def _golden_chart():
-    from zero_stages.plots import memory_chart
+    from zero_stages.lesson.plots import memory_chart
     return memory_chart(_reports(psi=7_500_000_000, ns=(1, 2, 4, 8, 16, 64)))
 
 
@@ -77,7 +77,7 @@ def test_svg_bytes_repeat_across_processes(tmp_path):
     outs = []
     for i in range(2):
         out = tmp_path / f"traffic{i}.svg"
-        subprocess.run([sys.executable, "-m", "ringemu.cli", "plot", "traffic", "--params", "1000000", "-o", str(out)],
+        subprocess.run([sys.executable, "-m", "ringemu", "plot", "traffic", "--params", "1000000", "-o", str(out)],
                        check=True, env=env, capture_output=True, timeout=300)
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] and b"<svg" in outs[0] and b"Date" not in outs[0]
@@ -85,7 +85,7 @@ def test_svg_bytes_repeat_across_processes(tmp_path):
 
 def test_cli_plot(tmp_path, monkeypatch, capsys):
     _need_matplotlib()
-    import zero_stages.plots as plots
+    import zero_stages.lesson.plots as plots
     monkeypatch.setattr(plots, "RANKS_GRID", (1, 8, 64))
     out = tmp_path / "mem.png"
     assert main(["plot", "memory", "--params", str(ANCHOR_PSI), "-o", str(out)]) == 0
@@ -96,7 +96,7 @@ def test_cli_plot(tmp_path, monkeypatch, capsys):
 def test_algorithm_traffic_chart_reads_the_ledgers():
     _need_matplotlib()
     from ringemu.algorithms import names
-    from zero_stages.plots import algorithm_traffic_chart
+    from zero_stages.lesson.plots import algorithm_traffic_chart
     chart = algorithm_traffic_chart(1000, ranks=(2, 4, 8))
     assert list(chart.series) == list(names("all-reduce"))
     # ring all-reduce: each rank sends 2(N-1)·ceil(S/N) elements of 2 B (Patarasuk & Yuan 2009): N = 8 → 3,500 B

@@ -12,7 +12,7 @@ import zero_stages
 from proofs import CATALOG, CLAIMS, RunContext, evaluate
 from proofs.rounding import Decimals, Exactly, Stated, decimal_str, parse_number
 from ringemu.virtual import VirtualBuffer
-from zero_stages import dp, zero2, zero3
+from zero_stages.stages import dp, zero2, zero3
 
 BY_ID = {c.id: c for c in CLAIMS}
 

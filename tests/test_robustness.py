@@ -50,7 +50,7 @@ HANGS = {
 
 def test_inputs_that_hung_are_refused_at_once():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = {name: subprocess.Popen([sys.executable, "-m", "ringemu.cli", *argv], stdout=subprocess.PIPE,
+    procs = {name: subprocess.Popen([sys.executable, "-m", "ringemu", *argv], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
              for name, argv in HANGS.items()}
     for name, proc in procs.items():
@@ -121,7 +121,7 @@ def test_run_save_writes_exactly_the_path_given(capsys, tmp_path):
 def test_output_into_a_closed_pipe_stops_quietly():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # `true` exits without reading, long before ringemu (a second of imports) writes: the write meets EPIPE
-    shell = f"{sys.executable} -m ringemu.cli memory --params 27781427952 --ranks 8 | true"
+    shell = f"{sys.executable} -m ringemu memory --params 27781427952 --ranks 8 | true"
     done = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=120)
     assert done.stderr == "" and done.returncode == 0, done

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ringemu.backends import EmulatedWorld, RankFailure, SizeOnlyWorld, check_algorithm, communicator_algorithms
+from ringemu.worlds import EmulatedWorld, RankFailure, SizeOnlyWorld, check_algorithm, communicator_algorithms
 from ringemu.ledger import CommLedger
 from ringemu.memory import CATEGORIES, MemoryLedger
 from ringemu.virtual import VirtualBuffer
 from zero_stages.api import run_job, size_only_job
-from zero_stages.closed_forms import STAGES
+from zero_stages.memory.closed_forms import STAGES
 from zero_stages.flat import FlatParams
 from zero_stages.rank_classes import rank_classes
 

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 from ringemu import collectives
 from ringemu.blocks import check_integer_blocks
 from ringemu.dtypes import DTYPES
-from ringemu.testing import (assert_matches_ringemu, buffer_sizes, dtype_names, float_worlds, integer_worlds,
-                             ring_sizes, shards_of)
+from ringemu.testing import assert_matches_ringemu, buffer_sizes, dtype_names, float_worlds, integer_worlds, ring_sizes, shards_of
 from strategies import ops
 
 

@@ -14,8 +14,7 @@ from ringemu.compare import count_algorithm
 from ringemu.ledger import CommLedger
 from ringemu.layout import ChunkLayout
 from ringemu.schedule import ADD, COPY, Schedule
-from ringemu.topology import (INFINIBAND, NVLINK, LinkClass, LinkProfile, Topology, bytes_per_class, link_model,
-                              messages, modelled_time, parse_decimal)
+from ringemu.topology import INFINIBAND, NVLINK, LinkClass, LinkProfile, Topology, bytes_per_class, link_model, messages, modelled_time, parse_decimal
 
 ALL_REDUCE = "all-reduce"
 RING = algorithms.DEFAULT_ALGORITHM

@@ -10,9 +10,9 @@ from torch_support import require_torch
 torch = require_torch()
 
 from ringemu import collectives  # noqa: E402
-from ringemu.backends import RankFailure  # noqa: E402
+from ringemu.worlds import RankFailure  # noqa: E402
 from ringemu.testing.gloo_order import gloo_chunk_bounds, gloo_ring_sum  # noqa: E402
-from ringemu.backends.torch_launch import TorchWorld  # noqa: E402
+from ringemu.worlds.torch_launch import TorchWorld  # noqa: E402
 from ringemu.blocks import integer_blocks  # noqa: E402
 from ringemu.dtypes import resolve_dtype  # noqa: E402
 from ringemu.ledger import CommLedger  # noqa: E402
@@ -224,7 +224,7 @@ def test_every_registry_algorithm_over_send_recv_equals_emulator(n):
     """Property: each algorithm of the registry (exchange schedules such as recursive doubling included: every
     send carries the start-of-step value) run over point-to-point messages gives the emulator's bits for float
     sums, fp32 and bf16 rounded per hop; the ledgers agree call for call."""
-    from ringemu.backends import communicator_algorithms
+    from ringemu.worlds import communicator_algorithms
 
     names = communicator_algorithms()
     ledger = CommLedger()

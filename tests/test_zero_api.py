@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import zero_stages
-from ringemu.backends.emulator import EmulatedWorld
+from ringemu.worlds.emulator import EmulatedWorld
 from ringemu.cli import main
 from zero_stages import STAGES, LossScaling, parity_with_dp, run_size_only, train
 from zero_stages.flat import MAX_PSI

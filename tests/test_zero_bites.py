@@ -11,7 +11,8 @@ import functools
 
 import pytest
 
-from zero_stages import AdamConfig, parity_mismatches, parity_with_dp, train, zero2, zero3
+from zero_stages import AdamConfig, parity_mismatches, parity_with_dp, train
+from zero_stages.stages import zero2, zero3
 from zero_stages.buffers import Arena, part, write
 from zero_stages.job import Recorder
 from zero_stages.optimizer import OptimizerShard
@@ -58,7 +59,7 @@ def test_the_unbroken_stage_passes_the_same_checks(dp):
 
 # -- ZeRO-1 variants: shard offset off by one, stale all-gather ---------------------------------------------------
 def zero1_variant(comm, job, offset=0, stale=False):
-    """zero_stages/zero1.py with one of two bugs: the updated 16-bit shard is written ``offset`` elements too far
+    """zero_stages/stages/zero1.py with one of two bugs: the updated 16-bit shard is written ``offset`` elements too far
     right (truncated at the unit's end), or the all-gather sends the shard before it is updated."""
     flat, wire, units, rank = job.flat, job.wire, job.flat.units(), comm.rank
     arena = Arena(job.memory, rank)

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ringemu._jit import (JIT_ENABLED, bits_to_f32, f32_to_bf16_fast, f32_to_half, fma_f32, half_to_f32,
-                          jit, jit_inline)
+from ringemu._jit import JIT_ENABLED, bits_to_f32, f32_to_bf16_fast, f32_to_half, fma_f32, half_to_f32, jit, jit_inline
 
 __all__ = ["adam_kernel", "average_kernel", "cast16_kernel", "fused_update_kernel",
            "fma_kernel", "expand16_kernel", "BF16", "FP16"]

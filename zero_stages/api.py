@@ -9,20 +9,21 @@ from __future__ import annotations
 import numpy as np
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
-from ringemu.backends.emulator import EmulatedWorld, RankFailure
-from ringemu.backends.size_only import SizeOnlyWorld
+from ringemu.worlds.emulator import EmulatedWorld, RankFailure
+from ringemu.worlds.size_only import SizeOnlyWorld
 from ringemu.blocks import value_bound
 from ringemu.checks import MAX_NUMEL, check_budget, check_choice, check_int, check_n_ranks
 from ringemu.dtypes import dtype_name
-from ringemu.faults import CollectiveFault, as_plan
+from ringemu.faults.plan import as_plan
+from ringemu.faults.spec import CollectiveFault
 from ringemu.ledger import CommLedger
 from ringemu.memory_guard import FIXED_BYTES, RANK_BYTES
 from ringemu.memory import MemoryLedger
 
-from . import dp, zero1, zero2, zero3
-from .activations import ActivationShape
+from .stages import dp, zero1, zero2, zero3
+from .memory.activations import ActivationShape
 from .adam import AdamConfig
-from .closed_forms import STAGES, check_stage
+from .memory.closed_forms import STAGES, check_stage
 from .flat import FlatParams, check_psi, check_unit_sizes
 from .job import Job
 from .model import MLP, default_width
@@ -66,15 +67,15 @@ def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
     """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``.
 
     The ranks run in ``EmulatedWorld(n, comm_ledger, mode, algorithm=algorithm)`` (``algorithm``: a name of
-    :func:`ringemu.backends.communicator_algorithms`; every stage's reduce-scatter adds in the order of the same
+    :func:`ringemu.worlds.communicator_algorithms`; every stage's reduce-scatter adds in the order of the same
     algorithm's all-reduce, so parity with DP holds for each), or in ``world_factory(n, comm_ledger)``: any world
     whose ``run(fn, job)`` calls ``fn(comm, job)`` once per rank with a Communicator and returns the results in
-    rank order (e.g. ``ringemu.backends.torch_launch.TorchWorld``, one torch.distributed process per rank).
-    A size-only job without a ``world_factory`` runs in a :class:`~ringemu.backends.SizeOnlyWorld` (ranks one
+    rank order (e.g. ``ringemu.worlds.torch_launch.TorchWorld``, one torch.distributed process per rank).
+    A size-only job without a ``world_factory`` runs in a :class:`~ringemu.worlds.SizeOnlyWorld` (ranks one
     after another, no threads); for a built-in stage, one rank per class of ranks with equal shard sizes
     (:mod:`zero_stages.rank_classes`, tested equal to running every rank).
 
-    ``faults`` (emulator only; :mod:`ringemu.faults`): a step that meets one is rolled back on every rank
+    ``faults`` (emulator only; :mod:`ringemu.faults.plan`): a step that meets one is rolled back on every rank
     (:mod:`zero_stages.step_guard`) and :class:`~zero_stages.step_guard.StepFailed` is raised — or, with a
     ``FaultPlan(retry=True)``, the step runs again. A fault that never fires is a ValueError.
     """
@@ -138,7 +139,7 @@ def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", 
     """One training step of ``stage`` on size-only buffers: the ledgers count, nothing is computed.
 
     Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. Activations are
-    recorded layer by layer from ``activations`` (an :class:`~zero_stages.activations.ActivationShape`,
+    recorded layer by layer from ``activations`` (an :class:`~zero_stages.memory.activations.ActivationShape`,
     Korthikanti et al. 2022), or as one block of ``activation_bytes`` per rank. bf16 runs without loss scaling;
     fp16 adds the one-element ``overflow_check`` all-reduce (not part of ``traffic_sent_*``). The collectives run
     ``algorithm`` (:func:`run_job`).
@@ -212,7 +213,7 @@ def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
     ``grads="model"`` trains :class:`~zero_stages.model.MLP` (``unit_sizes`` default ``DEFAULT_UNIT_SIZES``,
     ``width`` default :func:`~zero_stages.model.default_width`); ``grads="blocks"`` feeds fixed-seed integer
     blocks as the 16-bit gradients. fp16 defaults to dynamic loss scaling, bf16 to none. The collectives run
-    ``algorithm`` (a name of :func:`ringemu.backends.communicator_algorithms`, default the ring). ``faults``: see
+    ``algorithm`` (a name of :func:`ringemu.worlds.communicator_algorithms`, default the ring). ``faults``: see
     :func:`run_job`.
     """
     _rank_function(stage)

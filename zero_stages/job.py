@@ -1,7 +1,7 @@
 """What every rank of one run reads (:class:`Job`), and what each rank hands back (:class:`RankResult`).
 
 A stage is a per-rank function ``run_rank(comm, job) -> RankResult`` written against the
-:class:`~ringemu.backends.Communicator` protocol; the job is shared and read-only except for the MemoryLedger,
+:class:`~ringemu.worlds.Communicator` protocol; the job is shared and read-only except for the MemoryLedger,
 in which each rank writes only its own row. :class:`Recorder` keeps, per step, copies of what the rank holds
 (its pieces of the 16-bit weights, master, m, v and the averaged gradient, and its own 16-bit gradients before
 the reduction) so that parity with DP can be checked after every step.
@@ -38,7 +38,7 @@ class Job:
     memory: MemoryLedger
     size_only: bool = False
     record_history: bool = True
-    resume: Any = None  # a zero_stages.checkpoint.TrainingState to start from (full per-unit states), or None
+    resume: Any = None  # a zero_stages.checkpoint.save_load.TrainingState to start from (full per-unit states), or None
     first_step: int = 0  # index of the first step (the workload's data for step t is the same in every run)
     on_step_end: Any = None  # callable(rank, step, opt, scaler, weights16 pieces) after every step, or None
     _initial: dict = field(default_factory=dict, repr=False, compare=False)  # unit -> initial fp32 values, read-only

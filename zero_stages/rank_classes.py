@@ -8,16 +8,16 @@ ranks split into at most 2·(distinct q_u) + 1 intervals whose ranks have equal 
 of 64 equal layers on 1,024 ranks has at most three classes, whatever N.
 
 :func:`run_by_class` runs the stage's per-rank function on one rank per class (the first) in a
-:class:`~ringemu.backends.SizeOnlyWorld` and copies its result and MemoryLedger row to the rest of the class.
+:class:`~ringemu.worlds.SizeOnlyWorld` and copies its result and MemoryLedger row to the rest of the class.
 This relies on the built-in stages reading their rank only through the shard map; the tests check, on awkward
 unit sizes and N up to 64, that the outcome equals running every rank (and running every rank in the
-:class:`~ringemu.backends.EmulatedWorld`), figure by figure.
+:class:`~ringemu.worlds.EmulatedWorld`), figure by figure.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from ringemu.backends.size_only import SizeOnlyWorld
+from ringemu.worlds.size_only import SizeOnlyWorld
 
 from .flat import FlatParams
 from .job import Job

@@ -1,13 +1,13 @@
 """Steps that fail leave nothing half-updated: one rank's training state is saved before a step and restored if
 the step fails.
 
-A collective can fail part-way through a step (:class:`ringemu.faults.CollectiveFault`: a stopped rank, a
+A collective can fail part-way through a step (:class:`ringemu.faults.plan.CollectiveFault`: a stopped rank, a
 corrupted, lost, duplicated or misrouted message). By then a rank may already have updated its optimizer shard
 (ZeRO-1/2 all-gather the new weights after the update), so the step is made atomic here: before it, the rank
 copies its 16-bit weights, fp32 master, Adam m and v, Adam's step counter and the loss scaler; if the step fails,
 it writes them back in place, releases the step's transient buffers (gathered units, buckets, activations) and
 drops what the Recorder collected for the step. Then it re-raises — or, when the run's
-:class:`~ringemu.faults.FaultPlan` has ``retry=True``, runs the step again (each fault fires once, so the retry
+:class:`~ringemu.faults.plan.FaultPlan` has ``retry=True``, runs the step again (each fault fires once, so the retry
 meets none, and training continues to the bits of a run that never failed).
 
 Guarding costs one copy of the rank's model states per step, so it is active only when the rank's Communicator
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ringemu.backends.emulator import RankFailure
-from ringemu.faults import CollectiveFault
+from ringemu.worlds.emulator import RankFailure
+from ringemu.faults.spec import CollectiveFault
 from ringemu.virtual import is_virtual
 
 __all__ = ["StepGuard", "StepFailed"]
@@ -31,7 +31,7 @@ __all__ = ["StepGuard", "StepFailed"]
 
 class StepFailed(RankFailure):
     """A training step failed on a fault and was rolled back on every rank. ``fault`` is the
-    :class:`~ringemu.faults.CollectiveFault`, ``step`` the training step (0-based), ``states`` rank -> the state
+    :class:`~ringemu.faults.plan.CollectiveFault`, ``step`` the training step (0-based), ``states`` rank -> the state
     restored (as :meth:`StepGuard.state` gives it)."""
 
     def __init__(self, fault: CollectiveFault):

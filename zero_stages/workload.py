@@ -14,7 +14,7 @@ A stage drives one step of any source the same way::
   as backward hands it over, loss scale included, so the scale is not applied again. Rank r's gradient of unit
   u at ``step`` is row r of ``integer_blocks(N, S_u, seed_of(seed, step, u), wire)``.
 * :class:`SizeOnlyWorkload` computes nothing; it records activations layer by layer (``activation_layers``,
-  bytes per layer, e.g. from :class:`~zero_stages.activations.ActivationShape`): layer l of L is allocated in
+  bytes per layer, e.g. from :class:`~zero_stages.memory.activations.ActivationShape`): layer l of L is allocated in
   the forward of unit ⌊l·U/L⌋ and freed in that unit's backward, so activation memory is shown beside the model
   states and the peak sees the activations and the buffers in flight together.
 """

@@ -7,6 +7,8 @@ no names of its own.
 
 Adding an algorithm is one new file in this package (a family module that defines :class:`Algorithm` entries in a
 module-level ``ALGORITHMS`` tuple) plus its name in ``_FAMILIES``; ``docs/algorithms.md`` walks through it.
+
+May import only ringemu's core (schedule, checks, layout); everything above reads it.
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
-from .algorithms import DEFAULT_ALGORITHM, names
-from .checks import check_int
+from ..algorithms import DEFAULT_ALGORITHM, names
+from ..checks import check_int
 
 __all__ = ["register", "cmd_audit"]
 
@@ -39,7 +39,7 @@ def _num(value) -> str:
 def cmd_audit(args) -> int:
     n = check_int(args.ranks, "--ranks", 1, MAX_AUDIT_RANKS)
     try:
-        from .torch.audit import audit_script
+        from ..torch.audit import audit_script
     except ModuleNotFoundError as exc:
         raise ValueError(f"audit torch needs PyTorch ({exc.name} is missing): pip install 'ringemu[torch]'") from None
     audit = audit_script(args.script, n, args.algorithm, args.steps)

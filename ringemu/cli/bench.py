@@ -28,13 +28,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import algorithms
-from .checks import check_budget, check_n_ranks, check_numel
-from .dtypes import dtype_name, resolve_dtype
-from .execute import default_threads, run_schedule
-from .layout import ChunkLayout
-from .progress import progress_bar
-from .schedule import ADD, Schedule
+from .. import algorithms
+from ..checks import check_budget, check_n_ranks, check_numel
+from ..dtypes import dtype_name, resolve_dtype
+from ..execute import default_threads, run_schedule
+from ..layout import ChunkLayout
+from ..progress import progress_bar
+from ..schedule import ADD, Schedule
 
 __all__ = ["Timing", "time_it", "time_interleaved", "stream_calls", "stream_rates", "floor_bytes",
            "schedule_model_bytes", "bus_factor", "numpy_loop", "bench_collectives", "render", "register",

@@ -19,20 +19,21 @@ from pathlib import Path
 
 import numpy as np
 
-from . import collectives
-from .blocks import check_integer_blocks, integer_blocks, value_bound
-from .dtypes import dtype_name, resolve_dtype
-from .checks import check_n_ranks, check_numel, parse_number
-from .fault_locate import explain
-from .faults import FaultPlan, as_plan, check_fault, parse_fault
-from .layout import ChunkLayout
-from .ledger import CommLedger
-from .algorithms import names, op_names, resolve_op
-from .memory_guard import check_fits, collective_run_bytes
-from .testing import run_op, shards_of
-from .trace import MAX_NUMEL as TRACE_MAX_NUMEL, MAX_RANKS as TRACE_MAX_RANKS, trace_collective
-from .units import GB, format_gb
-from .virtual import VirtualBuffer
+from .. import collectives
+from ..blocks import check_integer_blocks, integer_blocks, value_bound
+from ..dtypes import dtype_name, resolve_dtype
+from ..checks import check_n_ranks, check_numel, parse_number
+from ..faults.locate import explain
+from ..faults.plan import FaultPlan, as_plan
+from ..faults.spec import check_fault, parse_fault
+from ..layout import ChunkLayout
+from ..ledger import CommLedger
+from ..algorithms import names, op_names, resolve_op
+from ..memory_guard import check_fits, collective_run_bytes
+from ..testing import run_op, shards_of
+from ..trace import MAX_NUMEL as TRACE_MAX_NUMEL, MAX_RANKS as TRACE_MAX_RANKS, trace_collective
+from ..units import GB, format_gb
+from ..virtual import VirtualBuffer
 
 __all__ = ["register", "cmd_demo", "cmd_run", "cmd_trace", "cmd_count", "run_collective", "count_collective",
            "check_save_path", "MAX_RUN_RANKS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
-from .algorithms import COLLECTIVES
-from .compare import Comparison, Sweep, compare, sweep, sweep_sizes
-from .topology import CONTENTIONS, INFINIBAND, NVLINK, LinkClass, Topology, parse_decimal
-from .units import GB, format_decimal
+from ..algorithms import COLLECTIVES
+from ..compare import Comparison, Sweep, compare, sweep, sweep_sizes
+from ..topology import CONTENTIONS, INFINIBAND, NVLINK, LinkClass, Topology, parse_decimal
+from ..units import GB, format_decimal
 
 __all__ = ["register", "cmd_compare", "topology_from_args", "format_seconds"]
 

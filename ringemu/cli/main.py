@@ -20,16 +20,16 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import audit_command, bench_command, commands, compare_command, faults_report
-from .backends.emulator import RankFailure
-from .faults import CollectiveFault
+from . import audit, bench, collective_commands, compare, faults
+from ..faults.spec import CollectiveFault
+from ..worlds.base import RankFailure
 
 __all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
 ENTRY_POINT_GROUP = "ringemu.commands"
 # demo, run, trace, count; bench; compare; audit; faults
-_BUILT_IN = (commands, bench_command, compare_command, audit_command, faults_report)
-_SOURCE_SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
+_BUILT_IN = (collective_commands, bench, compare, audit, faults)
+_SOURCE_SETUP_CFG = Path(__file__).resolve().parents[2] / "setup.cfg"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +60,7 @@ def plugin_modules(setup_cfg: Path | None = None) -> list[tuple[str, str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
 
     parser = _Parser(prog="ringemu", description="Ring collectives and ZeRO on N virtual ranks, counted exactly.")
     parser.add_argument("--version", action="version", version=f"ringemu {__version__}")

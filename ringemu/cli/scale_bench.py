@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
-from . import algorithms, collectives
-from .backends.emulator import EmulatedWorld
-from .execute import run_schedule
+from .. import algorithms, collectives
+from ..worlds.emulator import EmulatedWorld
+from ..execute import run_schedule
 
 __all__ = ["world_latency", "size_only_point", "size_only_grid", "api_vs_kernel", "LESSON_UNIT_PARAMS"]
 

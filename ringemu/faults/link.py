@@ -1,11 +1,11 @@
 """The link layer of a faulty step: messages with a CRC-32 header, checked by their receivers.
 
 :func:`run_faulty_step` runs one step of a schedule message by message in numpy, with the faults of
-:mod:`ringemu.faults` applied on the wire, and records each message as the link layer saw it
+:mod:`ringemu.faults.plan` applied on the wire, and records each message as the link layer saw it
 (:class:`Message`: header, CRC-32 stamped by the sender, CRC-32 of what arrived, where it arrived). With
 ``checksums`` the receivers check every message — the CRC in its header, the addressee, one copy of each
-expected message — and raise :class:`~ringemu.faults.MessageFault` at the first bad one. The torch backend
-(:mod:`ringemu.backends.torch_faults`) uses :func:`crc`, :func:`first_match` and :func:`flip_bits` on real
+expected message — and raise :class:`~ringemu.faults.plan.MessageFault` at the first bad one. The torch backend
+(:mod:`ringemu.faults.torch_faults`) uses :func:`crc`, :func:`first_match` and :func:`flip_bits` on real
 messages.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .faults import Fault, MessageFault, describe, step_rows
-from .reference import hop_add
-from .schedule import ADD, COPY, Schedule
+from .spec import Fault, MessageFault, describe, step_rows
+from ..reference import hop_add
+from ..schedule import ADD, COPY, Schedule
 
 __all__ = ["Message", "crc", "run_faulty_step", "first_match", "flip_bits"]
 

@@ -5,7 +5,7 @@ through) and keeps every rank's buffer before and after each step and the link l
 detectors then read that observation; each returns a :class:`Finding` — the first step at which it sees
 something wrong and the links it blames — or None:
 
-* ``checksum``: the per-message CRC-32 records (:class:`ringemu.faults.Message`, what a ledger of messages would
+* ``checksum``: the per-message CRC-32 records (:class:`ringemu.faults.plan.Message`, what a ledger of messages would
   carry): a payload whose CRC differs from its header, a message that arrived elsewhere, one that never arrived,
   one that arrived twice. Finds every fault kind; names the link it was sent on.
 * ``provenance``: MSCCLang's chunk invariant (Cowan et al. 2023, §4) run on the messages as delivered: each
@@ -28,12 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .execute import run_schedule
-from .fault_link import Message, crc, run_faulty_step
-from .faults import Fault, sub_schedule, with_step
-from .provenance import initial_provenance, run_provenance
-from .reference import run_schedule_reference
-from .schedule import COPY, Schedule
+from ..execute import run_schedule
+from .link import Message, crc, run_faulty_step
+from .plan import sub_schedule
+from .spec import Fault, with_step
+from ..provenance import initial_provenance, run_provenance
+from ..reference import run_schedule_reference
+from ..schedule import COPY, Schedule
 
 __all__ = ["DETECTORS", "Finding", "Observation", "observe", "detect", "located", "output_cells", "explain"]
 

@@ -1,33 +1,33 @@
 """``ringemu faults``: inject random faults into every algorithm of the registry, in every kernel mode, and count
-how many each detector of :mod:`ringemu.fault_locate` found and located exactly.
+how many each detector of :mod:`ringemu.faults.locate` found and located exactly.
 
 For every (collective, algorithm) of :data:`ringemu.algorithms.REGISTRY`, N in :data:`RANKS`, every kernel mode
 and every fault kind, :func:`run_trials` draws faults from a fixed seed: a step, then one message of that step
 (its link and chunk), and for ``corrupt`` an element and a bit of its storage, for ``misroute`` another
-receiver, for ``stop`` a rank. Message faults are observed step by step (:func:`ringemu.fault_locate.observe`)
+receiver, for ``stop`` a rank. Message faults are observed step by step (:func:`ringemu.faults.locate.observe`)
 and handed to each detector, which is not told the fault. A stop is run through the collective's own path
-(:meth:`ringemu.faults.FaultPlan.run`): it counts as detected when the collective raised
-:class:`~ringemu.faults.RankStopped`, and as located when the error names the stopped rank and its step.
+(:meth:`ringemu.faults.plan.FaultPlan.run`): it counts as detected when the collective raised
+:class:`~ringemu.faults.plan.RankStopped`, and as located when the error names the stopped rank and its step.
 
 Inputs: integer blocks (:func:`ringemu.blocks.integer_blocks`, int32) and standard-normal floats (fp32, bf16).
 The table of ``docs/faults.md`` is this command's ``--markdown`` output.
 """
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 import numpy as np
 
-from .algorithms import REGISTRY, build
-from .blocks import integer_blocks
-from .dtypes import dtype_name, resolve_dtype
-from .execute import MODES
-from .fault_locate import DETECTORS, detect, located, observe
-from .faults import KINDS, MESSAGE_KINDS, Fault, FaultPlan, RankStopped
-from .layout import ChunkLayout
+from ..algorithms import REGISTRY, build
+from ..blocks import integer_blocks
+from ..dtypes import dtype_name, resolve_dtype
+from ..execute import MODES
+from .locate import DETECTORS, detect, located, observe
+from .plan import FaultPlan
+from .spec import KINDS, MESSAGE_KINDS, Fault, RankStopped
+from ..layout import ChunkLayout
 
-__all__ = ["RANKS", "DTYPES", "run_trials", "bit_classes", "markdown", "register", "main"]
+__all__ = ["RANKS", "DTYPES", "run_trials", "bit_classes", "markdown", "summary"]
 
 RANKS = (4, 5)  # with numel = 4N - 1 every layout pads its last shard, and (nearly) every chunk holds data
 DTYPES = ("int32", "fp32", "bf16")
@@ -201,7 +201,7 @@ def _table(title: str, table: dict, second: str, third: str) -> list[str]:
     return out + [""]
 
 
-def _summary(rows) -> dict:
+def summary(rows) -> dict:
     ints = [r for r in rows if _is_int(r["dtype"])]
 
     def share(subset, test):
@@ -212,40 +212,3 @@ def _summary(rows) -> dict:
             "integer_any_found": share(msg, lambda r: any(r[d]["found"] for d in DETECTORS)),
             "integer_any_located": share(msg, lambda r: any(r[d]["located"] for d in DETECTORS)),
             "stop_located": share(stops, lambda r: r["located"])}
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("faults", help="inject random faults into every algorithm and mode; count detection")
-    p.add_argument("--trials", type=int, default=6, help="faults drawn per (algorithm, N, dtype, kind); default 6")
-    p.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
-    p.add_argument("--markdown", action="store_true", help="print the Markdown tables of docs/faults.md")
-    p.add_argument("--json", action="store_true", help="print every trial as JSON")
-    p.set_defaults(handler=cmd_faults)
-
-
-def cmd_faults(args) -> int:
-    if args.trials < 1 or args.trials > 1000:
-        raise ValueError(f"--trials must be an integer in [1, 1000]; got {args.trials}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0; got {args.seed}")
-    rows = run_trials(args.trials, args.seed)
-    summary = _summary(rows)
-    if args.json:
-        print(json.dumps({"summary": summary, "trials": rows}))
-    else:
-        print(markdown(rows) if args.markdown else "\n".join(f"{k}: {v}" for k, v in summary.items()))
-    ok = summary["integer_any_located"][0] == summary["integer_any_located"][1] and \
-        summary["stop_located"][0] == summary["stop_located"][1]
-    return 0 if ok else 1
-
-
-def main(argv=None) -> int:
-    """``python -m ringemu.faults_report [ARGS]``: the same as ``ringemu faults [ARGS]`` (one-line errors)."""
-    import sys
-
-    from .cli import main as cli_main
-    return cli_main(["faults", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

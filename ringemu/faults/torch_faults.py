@@ -1,16 +1,16 @@
-"""The fault specs of :mod:`ringemu.faults` on the torch backend: one faulty step of a schedule over send/recv.
+"""The fault specs of :mod:`ringemu.faults.plan` on the torch backend: one faulty step of a schedule over send/recv.
 
-Each rank process holds its own :class:`~ringemu.faults.FaultPlan` (every rank makes the same calls, so the
+Each rank process holds its own :class:`~ringemu.faults.plan.FaultPlan` (every rank makes the same calls, so the
 counters agree) and runs the faulty step of a registry schedule (:class:`TorchCommunicator` with a registry
 algorithm, e.g. ``"ring"``) through a small link layer on real messages: each message is a header
 ``(CRC-32, step, src, dst, chunk)`` followed by its payload, on tags of their own; each receiver waits at most
 ``fault_wait`` seconds for each message it expects (the watchdog) and checks the CRC.
 
-* ``stop``: the stopped rank raises :class:`~ringemu.faults.RankStopped` in its own process and leaves; the
-  launcher (:class:`~ringemu.backends.torch_launch.TorchWorld`) reports it first, stops the ranks that wait
+* ``stop``: the stopped rank raises :class:`~ringemu.faults.plan.RankStopped` in its own process and leaves; the
+  launcher (:class:`~ringemu.worlds.torch_launch.TorchWorld`) reports it first, stops the ranks that wait
   for it, and reaps every process.
 * ``corrupt``: the sender flips the bits after stamping the CRC; the receiver raises
-  :class:`~ringemu.faults.MessageFault` naming the link.
+  :class:`~ringemu.faults.plan.MessageFault` naming the link.
 * ``drop`` and ``misroute``: the message never reaches its receiver (a misrouted one waits, unread, at the rank
   it was sent to); the receiver's watchdog raises ``MessageFault`` ("lost") naming the link after
   ``fault_wait`` seconds.
@@ -25,8 +25,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..fault_link import crc, first_match, flip_bits
-from ..faults import Fault, MessageFault, RankStopped, check_fault
+from .link import crc, first_match, flip_bits
+from ..torch_tensors import to_numpy, to_torch
+from .spec import Fault, MessageFault, RankStopped, check_fault
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
 
@@ -57,7 +58,6 @@ def _where(schedule: Schedule, label: str, step: int, src: int, dst: int, chunk:
 def faulty_step(comm, schedule: Schedule, row: np.ndarray, chunk: int, step: int, rows: list, faults: list[Fault],
                 label: str) -> None:
     """Step ``step`` of ``schedule`` on this rank's padded ``row``, with ``faults``, over the link layer."""
-    from .torch_backend import to_numpy, to_torch
     stopped = sorted({f.rank for f in faults if f.kind == "stop"})
     if comm.rank in stopped:
         raise RankStopped(f"rank {comm.rank} stopped (injected): collective {label!r} ({schedule.name}, "

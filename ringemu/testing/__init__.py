@@ -15,10 +15,12 @@
 
 The strategies need hypothesis (``pip install 'ringemu[test]'``); it is imported when a strategy is first built,
 so the oracle works without it.
+
+May import anything of ringemu below the command line (core, algorithms, collectives, worlds); the pytest
+plugin and the CLI import it.
 """
 from .oracle import OPS, assert_matches_ringemu, run_op, shards_of
-from .strategies import (AWKWARD_SIZES, FLOAT_DTYPES, algorithm_names, buffer_sizes, dtype_names, float_worlds,
-                         integer_worlds, ring_sizes, seeds)
+from .strategies import AWKWARD_SIZES, FLOAT_DTYPES, algorithm_names, buffer_sizes, dtype_names, float_worlds, integer_worlds, ring_sizes, seeds
 from .traffic import assert_traffic
 from .warmup import warm_kernels
 

@@ -1,9 +1,9 @@
 """Conformance of a user's Communicator: values, order of addition and bytes, over hypothesis-drawn worlds.
 
 :func:`check_communicator` takes ``make_world(n_ranks)``: anything whose ``run(fn, *args)`` calls
-``fn(comm, *args)`` once per rank with that rank's Communicator (:class:`~ringemu.backends.base.Communicator`:
+``fn(comm, *args)`` once per rank with that rank's Communicator (:class:`~ringemu.worlds.base.Communicator`:
 ``reduce_scatter``, ``all_gather``, ``all_reduce`` on flat numpy buffers) and returns the per-rank results in rank
-order — :class:`~ringemu.backends.EmulatedWorld`, :class:`~ringemu.backends.torch_launch.TorchWorld`, or a few
+order — :class:`~ringemu.worlds.EmulatedWorld`, :class:`~ringemu.worlds.torch_launch.TorchWorld`, or a few
 lines around an mpi4py communicator or your own class (``docs/testing.md``). Hypothesis draws awkward examples:
 N (1 … ``max_ranks``), S (0, 1, primes, N±1, 2N±1, …: :func:`~ringemu.testing.buffer_sizes`) and dtypes. Each
 example is one ``world.run`` in which every rank calls each collective twice: on integer blocks

@@ -36,7 +36,7 @@ def run_op(op: str, world, *, algorithm: str | None = None, ledger: CommLedger |
     default, see :func:`ringemu.algorithms.resolve_op`) on ``world`` (N, S): all-gather gathers
     :func:`shards_of` (world) (or counts a VirtualBuffer world), the others reduce the world. Returns
     :mod:`ringemu.collectives`' result; ``label`` (default the collective's own) names the call in the ledger;
-    ``faults`` are passed on (:mod:`ringemu.faults`)."""
+    ``faults`` are passed on (:mod:`ringemu.faults.plan`)."""
     collective, name = resolve_op(op, algorithm)
     run = getattr(collectives, collective.replace("-", "_"))  # reduce_scatter, all_gather, all_reduce
     data = shards_of(world) if collective == "all-gather" and isinstance(world, np.ndarray) else world

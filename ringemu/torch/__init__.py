@@ -4,6 +4,9 @@
 ``ZeroRedundancyOptimizer``, your own) on thread-ranks whose process group is ``"ringemu"``: results are the bits
 the chosen algorithm gives (16-bit tensors rounded per hop), and every byte each rank sends is in the returned
 :class:`~ringemu.ledger.CommLedger`, per collective call, per link, per step. Needs the ``torch`` extra.
+
+The opposite direction of :mod:`ringemu.worlds.torch_processes` (ringemu's ranks on torch.distributed). May
+import ringemu's core, the algorithm registry and the collectives; never the worlds, testing or the CLI.
 """
 from .launcher import BACKEND, RankError, SpawnResult, register_backend, spawn
 from .meeting import CollectiveMismatch, CollectiveTimeout, PeerFailure

@@ -31,7 +31,7 @@ from ..layout import ChunkLayout
 from ..virtual import VirtualBuffer
 from .copies import all_to_all_execute, broadcast_execute, gather_execute, scatter_execute
 from .meeting import Request
-from .tensors import as_flat_numpy, check_tensor
+from ..torch_tensors import as_flat_numpy, check_tensor
 
 __all__ = ["RingemuProcessGroup"]
 

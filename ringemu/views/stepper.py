@@ -13,41 +13,17 @@ import math
 
 import numpy as np
 
-from ..algorithms import algorithm, build
-from ..blocks import integer_blocks, value_bound
-from ..execute import run_schedule
+from ..algorithms import algorithm
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..schedule import Schedule
-from ..trace import Trace, trace_collective
 
-__all__ = ["stepper_data", "trace_algorithm", "provenance_text"]
+__all__ = ["stepper_data", "provenance_text"]
 
 
 def provenance_text(ranks) -> str:
     """Whose contributions a chunk holds, as ``r0+r1+r3``; ``·`` for none."""
     return "+".join(f"r{r}" for r in sorted(ranks)) or "·"
-
-
-def trace_algorithm(collective: str, algorithm_name: str, n_ranks: int, numel: int | None = None, seed: int = 0,
-                    dtype: str = "int32", max_abs: int = 9) -> tuple[Trace, CommLedger, np.ndarray]:
-    """Trace ``algorithm_name`` of ``collective`` on fixed-seed integer blocks (values in [-max_abs, max_abs],
-    :func:`ringemu.trace.trace_collective`), and run the whole schedule once more on its own, recording it in a
-    CommLedger. ``numel`` defaults to max(N, the schedule's chunks): one value per chunk where chunks are many.
-
-    Returns (trace, ledger, inputs). The whole run's final buffers equal the trace's (checked).
-    """
-    if numel is None:
-        numel = max(n_ranks, build(collective, n_ranks, algorithm_name).n_chunks)
-    trace = trace_collective(collective, n_ranks, numel, dtype, seed, max_abs, algorithm_name)
-    inputs = integer_blocks(n_ranks, numel, seed, dtype, max_abs=min(max_abs, value_bound(n_ranks, dtype)))
-    ledger = CommLedger()
-    ledger.record(trace.schedule, trace.layout, trace.dtype, collective)
-    whole = trace.initial.buffers.copy()
-    run_schedule(trace.schedule, whole, "fused")
-    if not np.array_equal(whole, trace.final):
-        raise AssertionError(f"{trace.schedule.name}: the whole run and the step-by-step trace disagree")
-    return trace, ledger, inputs
 
 
 def _step_ledger(schedule: Schedule, rows: np.ndarray, layout: ChunkLayout, dtype) -> CommLedger:
@@ -91,7 +67,7 @@ def _cells(state, layout: ChunkLayout, n: int, received: set) -> list[list[dict]
     return out
 
 
-def stepper_data(trace: Trace, ledger: CommLedger, *, collective: str | None = None,
+def stepper_data(trace: "Trace", ledger: CommLedger, *, collective: str | None = None,
                  algorithm_name: str | None = None, inputs: np.ndarray | None = None) -> dict:
     """The JSON-ready stepper data of ``trace``; ``ledger`` holds the same schedule run as a whole (one record).
 

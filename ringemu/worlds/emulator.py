@@ -2,18 +2,18 @@
 
 :meth:`EmulatedWorld.run` calls a per-rank function once per rank, each with its own
 :class:`EmulatorCommunicator`; the ranks run as greenlets of the calling thread (default) or as N threads
-(:mod:`ringemu.backends.scheduling`). A collective is a rendezvous: when every rank has arrived with its buffer,
+(:mod:`ringemu.worlds.scheduling`). A collective is a rendezvous: when every rank has arrived with its buffer,
 the whole collective runs once on the stacked world (one kernel launch, :mod:`ringemu.collectives`) and each
 rank gets its part. Ranks that disagree (another collective, label, size, dtype or algorithm, or a rank that
 returned while others wait) get a :class:`RankFailure` naming what each rank asked for, instead of a hang.
-``faults=`` (:mod:`ringemu.faults`) injects faults into the world's collectives; a detected fault or a stopped
+``faults=`` (:mod:`ringemu.faults.plan`) injects faults into the world's collectives; a detected fault or a stopped
 rank fails the collective on every rank at once, and :meth:`EmulatedWorld.run` raises :class:`RankFailure` with
-the fault's one-line description (the :class:`~ringemu.faults.CollectiveFault` is its ``__cause__``).
+the fault's one-line description (the :class:`~ringemu.faults.plan.CollectiveFault` is its ``__cause__``).
 
 Every collective runs the schedule of its algorithm from the registry (:mod:`ringemu.algorithms`): the world's
 ``algorithm`` (default ``"ring"``) unless a communicator's ``algorithm`` attribute or the call's ``algorithm=``
 keyword says otherwise. Size-only buffers are counted with one schedule per (collective, algorithm) for the whole
-world (:mod:`ringemu.backends.size_only`).
+world (:mod:`ringemu.worlds.size_only`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from .. import collectives
 from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
 from ..checks import check_n_ranks, check_timeout
 from ..execute import MODES
-from ..faults import CollectiveFault, as_plan
+from ..faults.plan import as_plan
+from ..faults.spec import CollectiveFault
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..virtual import VirtualBuffer, is_virtual
@@ -50,7 +51,7 @@ class _Request(NamedTuple):
 
 
 class EmulatorCommunicator:
-    """One rank's view of an :class:`EmulatedWorld` (implements :class:`~ringemu.backends.Communicator`).
+    """One rank's view of an :class:`EmulatedWorld` (implements :class:`~ringemu.worlds.Communicator`).
 
     ``algorithm`` is the registry name its collectives run (the world's unless given; every rank of a world must
     use the same one for a given call, or the call fails with :class:`RankFailure`).
@@ -71,7 +72,7 @@ class EmulatorCommunicator:
         return self.world._rendezvous.exchange(self.rank, request, self.world._execute)
 
     def reduce_scatter(self, buffer, label: str = "reduce_scatter", algorithm: str | None = None):
-        """Sum ``buffer`` over ranks; return this rank's chunk (see :class:`~ringemu.backends.Communicator`)."""
+        """Sum ``buffer`` over ranks; return this rank's chunk (see :class:`~ringemu.worlds.Communicator`)."""
         return self._call("reduce_scatter", buffer, None, label, algorithm)
 
     def all_gather(self, shard, numel: int, label: str = "all_gather", algorithm: str | None = None):
@@ -93,8 +94,8 @@ class EmulatedWorld:
     hierarchical algorithms (default :func:`ringemu.algorithms.default_ranks_per_node`).
     ``scheduler``: ``"greenlet"`` (default; all ranks in the calling thread, switching at collectives) or
     ``"threads"`` (one OS thread per rank, for rank code that blocks on other ranks outside the collectives);
-    both give the same results and ledgers (:mod:`ringemu.backends.scheduling`).
-    ``faults``: None, a :class:`~ringemu.faults.FaultPlan`, or Fault objects / spec strings (one plan for the
+    both give the same results and ledgers (:mod:`ringemu.worlds.scheduling`).
+    ``faults``: None, a :class:`~ringemu.faults.plan.FaultPlan`, or Fault objects / spec strings (one plan for the
     world's lifetime: each fault fires once, at its label's ``call``-th collective; real buffers only).
     """
 

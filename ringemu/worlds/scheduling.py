@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..faults import CollectiveFault
+from ..faults.spec import CollectiveFault
 
 __all__ = ["SCHEDULERS", "Outcome", "GreenletRendezvous", "ThreadRendezvous", "new_rendezvous"]
 

@@ -4,11 +4,11 @@ On size-only buffers (:class:`~ringemu.virtual.VirtualBuffer`) a collective move
 back is a shape that depends on its own rank and on the call alone, never on what other ranks hold. So the ranks
 need not meet. :meth:`SizeOnlyWorld.run` calls the per-rank function on each rank in turn, each rank's
 :class:`SizeOnlyCommunicator` writes down its calls, and at the end the world checks that every rank made the
-same calls in the same order (a :class:`~ringemu.backends.RankFailure` names the first rank that differs, as
-:class:`~ringemu.backends.EmulatedWorld` does) and records them once in the CommLedger. Schedules are built once
+same calls in the same order (a :class:`~ringemu.worlds.RankFailure` names the first rank that differs, as
+:class:`~ringemu.worlds.EmulatedWorld` does) and records them once in the CommLedger. Schedules are built once
 per world and shared by every record, so a model of many units holds each transfer table once.
 
-The ledger then holds exactly what :class:`~ringemu.backends.EmulatedWorld` would record for the same per-rank
+The ledger then holds exactly what :class:`~ringemu.worlds.EmulatedWorld` would record for the same per-rank
 code (the tests compare both, record by record).
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _mismatch(first: int, want: tuple, rank: int, got: tuple, index: int) -> Ran
 
 
 class SizeOnlyCommunicator:
-    """One rank's view of a :class:`SizeOnlyWorld` (implements :class:`~ringemu.backends.Communicator` for
+    """One rank's view of a :class:`SizeOnlyWorld` (implements :class:`~ringemu.worlds.Communicator` for
     size-only buffers): each call is checked, written down and answered with the shape this rank would get."""
 
     def __init__(self, world: "SizeOnlyWorld", rank: int, expected: tuple[int, list] | None = None):
@@ -133,7 +133,7 @@ class SizeOnlyCommunicator:
 class SizeOnlyWorld:
     """N virtual ranks whose buffers are all size-only, sharing one CommLedger (see the module docstring).
 
-    ``algorithm`` and ``ranks_per_node`` as for :class:`~ringemu.backends.EmulatedWorld`."""
+    ``algorithm`` and ``ranks_per_node`` as for :class:`~ringemu.worlds.EmulatedWorld`."""
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None,
                  algorithm: str = algorithms.DEFAULT_ALGORITHM, ranks_per_node: int | None = None):

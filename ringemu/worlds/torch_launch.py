@@ -1,8 +1,8 @@
 """Start N torch.distributed processes on 127.0.0.1 and run one per-rank function in each.
 
-:class:`TorchWorld` is the real-engine twin of :class:`~ringemu.backends.EmulatedWorld`: ``run(fn, *args)``
+:class:`TorchWorld` is the real-engine twin of :class:`~ringemu.worlds.EmulatedWorld`: ``run(fn, *args)``
 calls ``fn(comm, *args)`` once per rank, here in N separate processes, each with its own
-:class:`~ringemu.backends.torch_backend.TorchCommunicator`, and returns the per-rank results in rank order.
+:class:`~ringemu.worlds.torch_processes.TorchCommunicator`, and returns the per-rank results in rank order.
 The same per-rank stage function therefore runs unchanged on both.
 
 Set-up is automatic: the parent process hosts the rendezvous store (a ``TCPStore`` on a free port of
@@ -16,7 +16,7 @@ and sends back its result and its ledger (plain Python / numpy objects).
 Failure handling: a rank that raises sends its traceback and the others are stopped; a rank that dies without
 a word (a crash, a kill) is reported with its exit code; if the ranks do not all finish within ``timeout``
 seconds the world is declared hung. In every case each rank process still alive is killed and reaped before
-:class:`~ringemu.backends.RankFailure` is raised: no process is left running. Collectives inside the ranks
+:class:`~ringemu.worlds.RankFailure` is raised: no process is left running. Collectives inside the ranks
 also time out (the process group is created with the same timeout), so a lost peer ends a blocked rank.
 
 On a real cluster use ``torchrun`` instead, which starts the processes itself (``docs/real_engine.md``):
@@ -34,7 +34,8 @@ import traceback
 from typing import Any, Callable
 
 from ..checks import check_n_ranks, check_timeout
-from ..faults import MessageFault, RankStopped, as_plan
+from ..faults.plan import as_plan
+from ..faults.spec import MessageFault, RankStopped
 from ..ledger import CommLedger
 from .base import NATIVE
 from .emulator import RankFailure
@@ -42,7 +43,7 @@ from .emulator import RankFailure
 __all__ = ["TorchWorld", "communicator_from_env", "BACKENDS"]
 
 BACKENDS = ("gloo", "nccl")
-_PRELOAD = ("torch.distributed", "ringemu.backends.torch_backend")  # imported once by the forkserver
+_PRELOAD = ("torch.distributed", "ringemu.worlds.torch_processes")  # imported once by the forkserver
 _SILENT = "exited with code"  # how a rank that died without a report is described
 _FAULTS = tuple(c.__name__ for c in (RankStopped, MessageFault))  # injected faults, the stopped rank first
 _GRACE_S = 2.0  # seconds the other ranks get to report after the first failure, before they are killed
@@ -58,7 +59,7 @@ def communicator_from_env(backend: str | None = None, algorithm: str = NATIVE, l
     import torch
     import torch.distributed as dist
 
-    from .torch_backend import TorchCommunicator
+    from .torch_processes import TorchCommunicator
 
     timeout = check_timeout(timeout)
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
@@ -82,7 +83,7 @@ def _rank_main(rank: int, n_ranks: int, port: int, backend: str, algorithm: str,
         import torch
         import torch.distributed as dist
 
-        from .torch_backend import TorchCommunicator
+        from .torch_processes import TorchCommunicator
 
         torch.set_num_threads(1)  # N ranks share this machine's cores
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are on this machine (this process only)
@@ -116,8 +117,8 @@ class TorchWorld:
     traffic; the ranks' ledgers are checked to agree). ``algorithm`` (``"native"`` or a registry name) is
     passed to each TorchCommunicator.
     ``timeout`` bounds the whole run, start-up included, in seconds. ``faults`` (spec strings or Faults of
-    :mod:`ringemu.faults`; a registry algorithm only) are injected in every rank process, whose receivers wait
-    ``fault_wait`` seconds for each message of a faulty step (:mod:`ringemu.backends.torch_faults`).
+    :mod:`ringemu.faults.plan`; a registry algorithm only) are injected in every rank process, whose receivers wait
+    ``fault_wait`` seconds for each message of a faulty step (:mod:`ringemu.faults.torch_faults`).
     """
 
     def __init__(self, n_ranks: int, ledger: CommLedger | None = None, backend: str = "gloo",
@@ -128,7 +129,7 @@ class TorchWorld:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
         timeout = check_timeout(timeout)
         try:
-            from .torch_backend import check_torch_algorithm
+            from .torch_processes import check_torch_algorithm
         except ModuleNotFoundError as exc:  # torch is the optional extra ringemu[torch]
             raise ValueError(f"the torch backend needs torch ({exc}); install it with pip install "
                              f"'ringemu[torch]'") from exc

@@ -1,6 +1,6 @@
 """A Communicator on a torch.distributed process group: the same per-rank stage code on a real engine.
 
-:class:`TorchCommunicator` implements :class:`~ringemu.backends.Communicator` for one process (one rank) of an
+:class:`TorchCommunicator` implements :class:`~ringemu.worlds.Communicator` for one process (one rank) of an
 initialised process group: gloo on the CPU, NCCL when the group's backend is NCCL (buffers then travel through
 this rank's CUDA device). Buffers go in and come out as flat numpy arrays, padded inside to
 ``ChunkLayout(S, N)`` exactly as the emulator pads them, so rank r's reduce-scatter result is chunk r's payload.
@@ -34,23 +34,24 @@ import torch.distributed as dist
 
 from .. import algorithms
 from ..checks import check_timeout
-from ..dtypes import BFLOAT16, resolve_dtype
-from ..faults import as_plan
+from ..dtypes import resolve_dtype
+from ..faults.plan import as_plan
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
 from ..virtual import VirtualBuffer, is_virtual
 from .base import NATIVE, check_algorithm, communicator_algorithms
-from .torch_faults import faulty_step, faults_for
+from ..torch_tensors import TORCH_OF, to_numpy, to_torch
+from ..faults.torch_faults import faulty_step, faults_for
 
-__all__ = ["TorchCommunicator", "NATIVE", "check_torch_algorithm", "to_torch", "to_numpy"]
+__all__ = ["TorchCommunicator", "NATIVE", "check_torch_algorithm"]
 
 
 
 def check_torch_algorithm(name: object, n_ranks: int, ranks_per_node: int | None = None) -> str:
     """``"native"``, or a registry algorithm that runs all three collectives on ``n_ranks`` ranks
-    (:func:`ringemu.backends.base.check_algorithm`); else a ValueError listing both kinds."""
+    (:func:`ringemu.worlds.base.check_algorithm`); else a ValueError listing both kinds."""
     if name == NATIVE:
         return NATIVE
     if name not in communicator_algorithms():
@@ -61,28 +62,6 @@ def check_torch_algorithm(name: object, n_ranks: int, ranks_per_node: int | None
 # torch 2.13 renamed reduce_scatter_tensor / all_gather_into_tensor (the old names warn); same semantics
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-
-_TORCH_DTYPES = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
-                 np.dtype(np.float16): torch.float16, BFLOAT16: torch.bfloat16,
-                 np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
-
-
-def to_torch(array: np.ndarray) -> torch.Tensor:
-    """A CPU tensor sharing memory with a 1-D numpy array of a ringemu dtype (bf16 is reinterpreted, not cast)."""
-    dt = resolve_dtype(array.dtype)
-    array = np.ascontiguousarray(array)
-    if dt == BFLOAT16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
-
-
-def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A numpy array with the tensor's values (copied to the CPU if needed); bfloat16 becomes ml_dtypes bf16."""
-    tensor = tensor.detach().cpu().contiguous()
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(BFLOAT16)
-    return tensor.numpy()
-
 
 class TorchCommunicator:
     """This process's rank of a torch.distributed process group (implements ``Communicator``).
@@ -166,7 +145,7 @@ class TorchCommunicator:
             return row[layout.shard_slice(self.rank)].copy()
         shards = self.layout(buffer.shape[0])
         padded = self._padded(buffer, shards)
-        result = torch.empty(shards.chunk_size, dtype=_TORCH_DTYPES[padded.dtype], device=self.device)
+        result = torch.empty(shards.chunk_size, dtype=TORCH_OF[padded.dtype], device=self.device)
         _reduce_scatter(result, self._dev(padded), group=self.group)
         return to_numpy(result)[:shards.payload(self.rank)].copy()
 
@@ -186,7 +165,7 @@ class TorchCommunicator:
             return layout.unpad(self._run_schedule(schedule, row, layout, label)[None, :])[0].copy()
         padded = self._padded(shard, shards, shards.start(self.rank))
         mine = padded[shards.start(self.rank):shards.start(self.rank) + shards.chunk_size]
-        result = torch.empty(shards.padded_numel, dtype=_TORCH_DTYPES[padded.dtype], device=self.device)
+        result = torch.empty(shards.padded_numel, dtype=TORCH_OF[padded.dtype], device=self.device)
         _all_gather(result, self._dev(mine), group=self.group)
         return to_numpy(result)[:numel].copy()
 
@@ -214,8 +193,8 @@ class TorchCommunicator:
         if chunk == 0:
             return row
         bounds = schedule.step_bounds()
-        dtype = _TORCH_DTYPES[row.dtype]
-        faults = faults_for(self.faults, schedule, label)  # [] without faults (ringemu.faults; torch_faults)
+        dtype = TORCH_OF[row.dtype]
+        faults = faults_for(self.faults, schedule, label)  # [] without faults (ringemu.faults.plan; torch_faults)
         for step in range(schedule.n_steps):
             rows = schedule.table[bounds[step]:bounds[step + 1]].tolist()
             here = [f for f in faults if f.step == step]

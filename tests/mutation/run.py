@@ -31,11 +31,11 @@ class Mutant:
 
 
 MUTANTS = [
-    Mutant("zero3 backward prefetch under the forward label", "zero_stages/zero3.py",
+    Mutant("zero3 backward prefetch under the forward label", "zero_stages/stages/zero3.py",
            'gather_unit(comm, job, arena, weights16, mine, gathered, u - 1, "param_all_gather_bwd")',
            'gather_unit(comm, job, arena, weights16, mine, gathered, u - 1, "param_all_gather_fwd")',
            ("tests/test_bites.py::test_traffic_per_label_per_rank_matches_its_closed_form",)),
-    Mutant("zero3 forward prefetch skipped", "zero_stages/zero3.py",
+    Mutant("zero3 forward prefetch skipped", "zero_stages/stages/zero3.py",
            '''        if u + 1 < len(units):
             gather_unit(comm, job, arena, weights16, mine, gathered, u + 1, "param_all_gather_fwd")  # prefetch
         ctx.forward(u, gathered[u])
@@ -70,13 +70,13 @@ MUTANTS = [
            "return reduced16.astype(np.float32) / np.float32(n_ranks * loss_scale)",
            "return reduced16.astype(np.float32) / np.float32(n_ranks)",
            ("tests/test_adam_kernel.py::test_fused_update_equals_the_reference_steps",)),
-    Mutant("latency without bandwidth accepted", "ringemu/commands.py",
+    Mutant("latency without bandwidth accepted", "ringemu/cli/collective_commands.py",
            "    if args.latency_us is not None and args.bandwidth is None:", "    if False:",
            ("tests/test_robustness.py::test_ignored_flags_are_refused",)),
-    Mutant("no-step run counted as parity", "zero_stages/commands.py",
+    Mutant("no-step run counted as parity", "zero_stages/cli/commands.py",
            "    no_step = args.steps > 0 and taken == 0", "    no_step = False",
            ("tests/test_robustness.py::test_zero_run_without_a_step_says_so_and_checks_nothing",)),
-    Mutant("bench --quick overrides flags", "ringemu/bench_command.py",
+    Mutant("bench --quick overrides flags", "ringemu/cli/bench.py",
            "    if args.quick and given:", "    if False:",
            ("tests/test_robustness.py::test_ignored_flags_are_refused",)),
     Mutant("number bound checked after the exact conversion", "ringemu/checks.py",
@@ -86,7 +86,7 @@ MUTANTS = [
            "    if n > MAX_SCHEDULE_RANKS:", "    if False:",
            ("tests/test_fuzz_entry_points.py::test_library_entry_point_refuses_malformed_arguments"
             "[algorithms.build]",)),
-    Mutant("checkpoint checksum not verified", "zero_stages/checkpoint_format.py",
+    Mutant("checkpoint checksum not verified", "zero_stages/checkpoint/format.py",
            '    if digest != expected["sha256"]:', "    if False:",
            ("tests/test_checkpoint.py::test_damaged_checkpoints_are_refused_naming_file_and_field",)),
     Mutant("resumed run restarts Adam's step count", "zero_stages/optimizer.py",
@@ -95,7 +95,7 @@ MUTANTS = [
     Mutant("resumed run forgets the loss scaler's clean count", "zero_stages/precision.py",
            "float(resume.loss_scale), int(resume.clean_steps)", "float(resume.loss_scale), 0",
            ("tests/test_checkpoint.py::test_loss_scaler_state_survives_a_checkpoint",)),
-    Mutant("checkpoint writer saves the wrong rank's chunk", "zero_stages/checkpoint.py",
+    Mutant("checkpoint writer saves the wrong rank's chunk", "zero_stages/checkpoint/save_load.py",
            "            own = ChunkLayout(size, flat.n_ranks).payload_slice(rank)",
            "            own = ChunkLayout(size, flat.n_ranks).payload_slice(flat.n_ranks - 1 - rank)",
            ("tests/test_checkpoint.py::test_resharded_continuation_equals_dp",)),

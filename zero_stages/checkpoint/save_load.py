@@ -5,7 +5,7 @@ writes its own file — the chunk it owns under ZeRO's shard map (``ChunkLayout(
 2019, §5) of each unit's 16-bit weights, fp32 master, Adam m and v — and the last rank to finish writes the
 metadata (stage, N, unit sizes, layout, dtype, seed and settings, Adam's step count, the loss scaler's scale and
 clean-step count, every file's SHA-256) and moves the step directory into place; the format and its atomic
-writes are in :mod:`zero_stages.checkpoint_format`. Replicated states (DP, the 16-bit weights of ZeRO-1/2) are
+writes are in :mod:`zero_stages.checkpoint.format`. Replicated states (DP, the 16-bit weights of ZeRO-1/2) are
 saved once, each rank writing its own chunk, so the files are the same for every stage at a given N.
 
 Loading (:func:`load_checkpoint`) checks every file and field first, then assembles each unit's full states
@@ -29,12 +29,10 @@ from ringemu.dtypes import dtype_name
 from ringemu.layout import ChunkLayout
 from ringemu.memory import MemoryLedger
 
-from .adam import AdamConfig
-from .buffers import cast
-from .checkpoint_format import (FORMAT, LATEST, METADATA, STATES, VERSION, CheckpointError, atomic_write,
-                                fsync_dir, npz_bytes, rank_file_name, read_metadata, read_rank_file, sha256,
-                                state_key, step_dir_name, verify_file)
-from .precision import LossScaling, check_wire_dtype
+from ..adam import AdamConfig
+from ..buffers import cast
+from .format import FORMAT, LATEST, METADATA, STATES, VERSION, CheckpointError, atomic_write, fsync_dir, npz_bytes, rank_file_name, read_metadata, read_rank_file, sha256, state_key, step_dir_name, verify_file
+from ..precision import LossScaling, check_wire_dtype
 
 __all__ = ["TrainingState", "Checkpoint", "CheckpointWriter", "CheckpointError", "load_checkpoint",
            "run_training", "resume_job", "state_of_report"]
@@ -188,7 +186,7 @@ def load_checkpoint(path) -> Checkpoint:
 def resume_job(checkpoint: Checkpoint, n_ranks: int, steps: int, record_history: bool = True):
     """The Job that continues ``checkpoint`` for ``steps`` steps on ``n_ranks`` ranks (any N: the states are
     re-sharded by the new N's shard map)."""
-    from .api import training_job
+    from ..api import training_job
     if not isinstance(checkpoint, Checkpoint):
         raise TypeError(f"checkpoint must be a Checkpoint (from load_checkpoint); got {type(checkpoint).__name__}")
     meta = checkpoint.metadata
@@ -203,8 +201,8 @@ def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = 
                  algorithm: str | None = None, faults=None):
     """Run ``stage`` for ``job`` (see :func:`zero_stages.api.run_job`), saving a checkpoint into
     ``checkpoint_dir`` after every ``save_every``-th step when both are given. Returns (report, writer or None)."""
-    from .api import run_job
-    from .job import Job
+    from ..api import run_job
+    from ..job import Job
     if not isinstance(job, Job):
         raise TypeError(f"job must be a zero_stages.job.Job (e.g. from training_job); got {type(job).__name__}")
     if (checkpoint_dir is None) != (save_every is None):
@@ -225,7 +223,7 @@ def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = 
 def state_of_report(report, loss_scaling: LossScaling) -> TrainingState:
     """The TrainingState a finished report (from step 0) ends in: its gathered final states, Adam's step count
     (the steps not skipped) and the loss scaler after its updates; for continuing a run in memory."""
-    from .precision import LossScaler
+    from ..precision import LossScaler
     sizes = report.unit_sizes
     offsets = np.cumsum((0, *sizes))
     scaler = LossScaler(loss_scaling)

@@ -1,5 +1,5 @@
 """``ringemu zero`` (train every stage, check parity with DP); it also registers ``ringemu memory``
-(:mod:`zero_stages.memory_command`, the size-only table) and holds the argument parsers both use.
+(:mod:`zero_stages.cli.memory_command`, the size-only table) and holds the argument parsers both use.
 
 GB = 10^9 bytes, printed with one decimal rounded half-up as the lesson prints them
 (:func:`ringemu.units.format_gb`); JSON carries the exact integers. Every flag is checked as it is parsed, so a
@@ -7,75 +7,28 @@ bad value is reported under the flag's own name (``--ranks``, ``--params``, ...)
 """
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import sys
 
-from ringemu.algorithms import DEFAULT_ALGORITHM
-from ringemu.backends.base import NATIVE, communicator_algorithms
+from ringemu.worlds.base import NATIVE, communicator_algorithms
 from ringemu.blocks import EXACT_LIMITS
-from ringemu.faults import FaultPlan
+from ringemu.faults.plan import FaultPlan
 from ringemu.memory_guard import check_fits
 
-from .api import DEFAULT_UNIT_SIZES, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, training_bytes, training_job
-from .checkpoint import load_checkpoint, resume_job, run_training
-from .closed_forms import STAGES
-from .flat import MAX_PSI
-from .precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
-from .report import OVERFLOW_LABEL, StageReport, stage_json
-from .workload import GRADIENT_SOURCES
+from .arguments import algorithm_argument, integer, positive, unit_list
+from .memory_command import register_memory
+from ..api import DEFAULT_UNIT_SIZES, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, training_bytes, training_job
+from ..checkpoint.save_load import load_checkpoint, resume_job, run_training
+from ..memory.closed_forms import STAGES
+from ..precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
+from ..report import OVERFLOW_LABEL, StageReport, stage_json
+from ..workload import GRADIENT_SOURCES
 
 __all__ = ["register", "zero_command", "BACKENDS", "NO_RATIO", "NO_STEP_RATIO"]
 
 BACKENDS = ("emulator", "torch")
 NO_RATIO = "n/a (DP sends nothing)"  # printed when DP sends no elements (N = 1, or --steps 0)
 NO_STEP_RATIO = "n/a (no step was taken)"  # printed when every step was skipped
-
-
-def _integer(minimum: int, maximum: int | None = None):
-    """An argparse ``type``: an integer in [minimum, maximum]; argparse names the flag in the error."""
-    allowed = f"an integer >= {minimum}" + ("" if maximum is None else f" and <= {maximum}")
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f"must be {allowed}; got {value}")
-        return value
-
-    return parse
-
-
-def _positive(what: str):
-    """An argparse ``type``: a finite number > 0 (``what`` names it in the error: "number of seconds")."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"must be a finite {what} > 0; got {text!r}")
-        return value
-
-    return parse
-
-
-def _unit_list(text: str) -> list[int]:
-    """An argparse ``type``: comma-separated integers >= 1 summing to at most MAX_PSI (2^61 - 1)."""
-    allowed = "comma-separated integers >= 1"
-    try:
-        sizes = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}") from None
-    if any(x < 1 for x in sizes):
-        raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
-    if sum(sizes) > MAX_PSI:
-        raise argparse.ArgumentTypeError(f"must sum to at most {MAX_PSI:_} parameters; got {sum(sizes):_}")
-    return sizes
 
 
 def _ratio_text(ratio: str | None) -> str:
@@ -86,35 +39,35 @@ def register(subparsers) -> None:
     z = subparsers.add_parser("zero", help="train DP / ZeRO-1 / ZeRO-2 / ZeRO-3 on N emulated ranks; parity with DP")
     z.add_argument("--stage", choices=(*STAGES, "all"), default=None,
                    help="the stage to train beside DP (default all; with --resume, the checkpoint's)")
-    z.add_argument("--ranks", type=_integer(1, MAX_TRAINING_RANKS), default=None,
+    z.add_argument("--ranks", type=integer(1, MAX_TRAINING_RANKS), default=None,
                    help=f"N, the data-parallel degree (1 to {MAX_TRAINING_RANKS}); required unless --resume gives it")
-    z.add_argument("--steps", type=_integer(0, MAX_TRAINING_STEPS), default=3,
+    z.add_argument("--steps", type=integer(0, MAX_TRAINING_STEPS), default=3,
                    help=f"training steps (0 to {MAX_TRAINING_STEPS:,}; default 3)")
     z.add_argument("--dtype", choices=WIRE_DTYPES, default=None, help="16-bit weight and gradient type (default bf16)")
-    z.add_argument("--seed", type=_integer(0), default=None, help="seed of the model and data (default 0)")
+    z.add_argument("--seed", type=integer(0), default=None, help="seed of the model and data (default 0)")
     z.add_argument("--grads", choices=GRADIENT_SOURCES, default=None,
                    help="gradients from the MLP's backward (model, the default), or fixed-seed integer blocks, exact "
                         "in any order of addition (blocks)")
-    z.add_argument("--units", type=_unit_list, default=None,
+    z.add_argument("--units", type=unit_list, default=None,
                    help=f"unit sizes, comma-separated (default {','.join(map(str, DEFAULT_UNIT_SIZES))})")
     z.add_argument("--loss-scaling", choices=LOSS_SCALING_KINDS, default=None,
                    help="default: dynamic for fp16, none for bf16")
-    z.add_argument("--init-scale", type=_positive("number"), default=None,
+    z.add_argument("--init-scale", type=positive("number"), default=None,
                    help="initial (or static) loss scale (default 2^16); fp16 uses dynamic scaling unless "
                         "--loss-scaling says otherwise")
     z.add_argument("--backend", choices=BACKENDS, default="emulator",
                    help="emulator (in-process, default) or torch (N gloo processes on 127.0.0.1, checked against "
                         "the emulator)")
-    _algorithm_argument(z)
+    algorithm_argument(z)
     z.add_argument("--torch-algorithm", choices=(NATIVE, *communicator_algorithms()), default=None,
                    help="torch backend: a registry schedule over send/recv (default: --algorithm, the emulator's "
                         "summation order), or native, the engine's own collectives (gloo's order)")
-    z.add_argument("--timeout", type=_positive("number of seconds"), default=None,
+    z.add_argument("--timeout", type=positive("number of seconds"), default=None,
                    help="torch backend: seconds before a stage's run is declared hung and its processes are killed "
                         "(default 300)")
     z.add_argument("--checkpoint", metavar="DIR", default=None,
                    help="save a sharded checkpoint of --stage into DIR (one file per rank) every --save-every steps")
-    z.add_argument("--save-every", metavar="K", type=_integer(1, MAX_TRAINING_STEPS), default=None,
+    z.add_argument("--save-every", metavar="K", type=integer(1, MAX_TRAINING_STEPS), default=None,
                    help="steps between checkpoints (with --checkpoint)")
     z.add_argument("--resume", metavar="DIR", default=None,
                    help="continue from a checkpoint (its latest step, or a step directory) for --steps more steps, "
@@ -126,15 +79,8 @@ def register(subparsers) -> None:
                    help="after rolling the failed step back: stop with an error (default), or run the step again")
     z.add_argument("--json", action="store_true", help="print one JSON object on one line")
     z.set_defaults(handler=zero_command)
-    from .memory_command import register_memory  # here, not at the top: memory_command reads this module's parsers
     register_memory(subparsers)
 
-
-
-def _algorithm_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--algorithm", choices=communicator_algorithms(), default=DEFAULT_ALGORITHM,
-                   help=f"the collectives' algorithm, from the catalog (default {DEFAULT_ALGORITHM}; "
-                        f"`ringemu compare` lists them)")
 
 
 def _print_stage(report: StageReport, info: dict) -> None:
@@ -162,7 +108,7 @@ def _print_stage(report: StageReport, info: dict) -> None:
 
 def _torch_command(args, units, scaling) -> int:
     from ringemu.progress import progress_bar
-    from zero_stages.torch import torch_zero  # torch is an optional extra
+    from ..torch import torch_zero  # torch is an optional extra
 
     runs = torch_zero.torch_steps(args.stage)
     with progress_bar(runs, f"zero on torch, {args.ranks} ranks", enabled=not args.json) as bar:

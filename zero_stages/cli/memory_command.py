@@ -6,100 +6,45 @@ GB = 10^9 bytes, printed with one decimal rounded half-up as the lesson prints t
 """
 from __future__ import annotations
 
-import argparse
 import json
 from decimal import Decimal
 from fractions import Fraction
 
-from ringemu.checks import parse_number
 from ringemu.units import GB, format_gb
 
-from .activations import RECOMPUTE, ActivationShape
-from .anchor import ANCHOR_UNIT_SIZES, ANCHOR_UNITS_ASSUMPTION
-from .api import MAX_SIZE_ONLY_RANKS
-from .commands import _algorithm_argument, _integer, _unit_list
-from .flat import MAX_PSI
-from .memory_report import memory_report
-from .precision import WIRE_DTYPES
+from ..memory.anchor import ANCHOR_UNITS_ASSUMPTION
+from ..api import MAX_SIZE_ONLY_RANKS
+from .arguments import (activation_shape, add_activation_arguments, algorithm_argument, card_gb,
+                        integer, model_size, unit_list)
+from ..flat import MAX_PSI
+from ..memory.report import memory_report
+from ..precision import WIRE_DTYPES
 
-__all__ = ["register_memory", "memory_command", "add_activation_arguments", "activation_shape", "model_size",
-           "MAX_CARD_GB"]
-
-MAX_CARD_GB = 10 ** 12  # GB: a thousand exabytes
-
+__all__ = ["register_memory", "memory_command"]
 
 def register_memory(subparsers) -> None:
     """Add ``memory`` to the ``ringemu`` dispatcher."""
     m = subparsers.add_parser("memory", help="size-only memory (model states, activations, buffers in flight) and "
                                              "traffic per rank of the four stages")
     size = m.add_mutually_exclusive_group(required=True)
-    size.add_argument("--params", type=_integer(1, MAX_PSI),
+    size.add_argument("--params", type=integer(1, MAX_PSI),
                       help=f"Ψ, the parameter count (1 to {MAX_PSI:_} = 2^61 - 1), as one unit")
-    size.add_argument("--units", type=_unit_list,
+    size.add_argument("--units", type=unit_list,
                       help="Ψ as unit (layer) sizes, comma-separated: each unit is sharded and, in ZeRO-3, gathered "
                            "on its own, so the peak shows the largest units in flight")
     size.add_argument("--anchor", action="store_true",
                       help="the lesson's anchor (Ψ = 27,781,427,952) as layer sizes: embedding, 64 layers of "
                            "372,000,000, output head (an assumed split, printed)")
-    m.add_argument("--ranks", type=_integer(1, MAX_SIZE_ONLY_RANKS), required=True,
+    m.add_argument("--ranks", type=integer(1, MAX_SIZE_ONLY_RANKS), required=True,
                    help=f"N, the data-parallel degree (1 to {MAX_SIZE_ONLY_RANKS})")
-    m.add_argument("--gpu-gb", type=_card_gb, default=Decimal(80),
+    m.add_argument("--gpu-gb", type=card_gb, default=Decimal(80),
                    help="card memory in GB (10^9 B), a decimal number; default 80")
     m.add_argument("--dtype", choices=WIRE_DTYPES, default="bf16",
                    help="16-bit weight and gradient type; both are 2 B, so the bytes are the same (default bf16)")
     add_activation_arguments(m)
-    _algorithm_argument(m)
+    algorithm_argument(m)
     m.add_argument("--json", action="store_true", help="print one JSON object on one line")
     m.set_defaults(handler=memory_command)
-
-
-def _card_gb(text: str) -> Decimal:
-    """An argparse ``type``: card memory in GB, a decimal number in (0, MAX_CARD_GB] kept exact (``80``, ``40.5``,
-    ``1e3``); the bounds are checked before any exact arithmetic (:func:`ringemu.checks.parse_number`)."""
-    try:
-        parse_number(text, "card memory", 0, MAX_CARD_GB, minimum_allowed=False, unit="GB")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).replace("card memory ", "")) from None
-    return Decimal(text.strip())
-
-
-_positive_decimal = _card_gb  # the name zero_stages.plots imports
-
-
-def add_activation_arguments(parser) -> None:
-    """``--seq --batch --hidden --layers --heads --recompute`` (read back by :func:`activation_shape`)."""
-    act = parser.add_argument_group("activations (Korthikanti et al. 2022, §4, Table 2); give --seq, --batch, --hidden "
-                               "and --layers together")
-    act.add_argument("--seq", type=_integer(1), help="s, the sequence length in tokens")
-    act.add_argument("--batch", type=_integer(1), help="b, the micro-batch per rank")
-    act.add_argument("--hidden", type=_integer(1), help="h, the hidden size")
-    act.add_argument("--layers", type=_integer(1), help="L, the number of transformer layers")
-    act.add_argument("--heads", type=_integer(1), help="a, attention heads (needed with --recompute none)")
-    act.add_argument("--recompute", choices=RECOMPUTE, default="selective",
-                     help="none: s·b·h·(34 + 5·a·s/h) B per layer; selective: 34·s·b·h; full: 2·s·b·h (default "
-                          "selective)")
-
-
-def activation_shape(args) -> ActivationShape | None:
-    """The :class:`ActivationShape` of the flags :func:`add_activation_arguments` added; None if none given."""
-    given = {f: getattr(args, f) for f in ("seq", "batch", "hidden", "layers")}
-    if all(v is None for v in given.values()):
-        if args.heads is not None:
-            raise ValueError("--heads needs --seq, --batch, --hidden and --layers")
-        return None
-    missing = [f"--{f}" for f, v in given.items() if v is None]
-    if missing:
-        raise ValueError(f"{', '.join(missing)} must be given too: activations need --seq, --batch, --hidden and "
-                         f"--layers together")
-    if args.recompute == "none" and args.heads is None:
-        raise ValueError("--heads must be given with --recompute none (s·b·h·(34 + 5·a·s/h) needs a)")
-    return ActivationShape(args.seq, args.batch, args.hidden, args.layers, args.recompute, args.heads)
-
-
-def model_size(args) -> tuple[list[int] | None, dict]:
-    """(unit sizes or None, the size keyword of run_size_only) from ``--params`` / ``--units`` / ``--anchor``."""
-    units = list(ANCHOR_UNIT_SIZES) if args.anchor else args.units
-    return units, ({"unit_sizes": units} if units else {"psi": args.params})
 
 
 def memory_command(args) -> int:

@@ -1,11 +1,11 @@
 """The lesson page's memory panels as data: for every preset, every N in 1, 2, 4, …, 1,024 and every
-activation setting, the four stages' size-only runs (:func:`~zero_stages.memory_report.memory_report`), laid out
+activation setting, the four stages' size-only runs (:func:`~zero_stages.memory.report.memory_report`), laid out
 as stacked bars (measured beside formula) and formula terms.
 
 Measured values are read from the ledgers of those runs: what the busiest rank held, category by category, when
 its total peaked. Formula values are the lesson's closed forms (ZeRO §5.1, unpadded: 2Ψ or 2Ψ/N, 12Ψ or 12Ψ/N;
 activations L·34·s·b·h or L·2·s·b·h, Korthikanti et al. 2022 §4), each term checked here against
-:func:`~zero_stages.closed_forms.model_state_bytes_closed_form`. The difference is padding and buffers in
+:func:`~zero_stages.memory.closed_forms.model_state_bytes_closed_form`. The difference is padding and buffers in
 flight. Bar geometry is fixed here too, so the page's script only places what it finds.
 """
 from __future__ import annotations
@@ -14,12 +14,11 @@ from fractions import Fraction
 
 from ringemu.units import GB, format_gb
 
-from .activations import ActivationShape
-from .anchor import (ANCHOR_PSI, ANCHOR_RANKS, ANCHOR_UNIT_SIZES, ZERO_PAPER_PSI, ZERO_PAPER_RANKS,
-                     anchor_activations)
-from .closed_forms import STAGES, model_state_bytes_closed_form
-from .memory_report import BUFFER_CATEGORIES, CARD_80GB, first_fits, memory_report
-from .precision import FP32_BYTES, GRAD16_BYTES, WEIGHT16_BYTES
+from ..memory.activations import ActivationShape
+from ..memory.anchor import ANCHOR_PSI, ANCHOR_RANKS, ANCHOR_UNIT_SIZES, ZERO_PAPER_PSI, ZERO_PAPER_RANKS, anchor_activations
+from ..memory.closed_forms import STAGES, model_state_bytes_closed_form
+from ..memory.report import BUFFER_CATEGORIES, CARD_80GB, first_fits, memory_report
+from ..precision import FP32_BYTES, GRAD16_BYTES, WEIGHT16_BYTES
 
 __all__ = ["RANKS_GRID", "BAR_CATEGORIES", "STAGE_LABELS", "Preset", "PRESETS", "memory_panel", "formula_terms"]
 

@@ -1,6 +1,6 @@
 """``ringemu lesson``: the lesson's three in-page experiments as one offline HTML page driven by real runs.
 
-1. memory bars and 2. the formula: :func:`~zero_stages.lesson_memory.memory_panel` (size-only stage runs for
+1. memory bars and 2. the formula: :func:`~zero_stages.lesson.memory_grid.memory_panel` (size-only stage runs for
    every N in 1 … 1,024, every preset and activation setting);
 3. the ring stepper: every all-reduce algorithm of the catalog (``ringemu.algorithms.names``) traced on
    fixed-seed integer blocks with its CommLedger (:mod:`ringemu.views.stepper`), then the ZeRO communication
@@ -20,13 +20,14 @@ from ringemu.units import format_gb
 from ringemu.views import page_html
 from ringemu.views.html import provenance_palette
 from ringemu.views.labels import LANGS
-from ringemu.views.stepper import stepper_data, trace_algorithm
+from ringemu.trace import trace_algorithm
+from ringemu.views.stepper import stepper_data
 
-from .anchor import ANCHOR_PSI
-from .api import run_size_only
-from .closed_forms import STAGES
-from .lesson_memory import PRESETS, RANKS_GRID, STAGE_LABELS, memory_panel
-from .report import OVERFLOW_LABEL, traffic_ratio
+from ..memory.anchor import ANCHOR_PSI
+from ..api import run_size_only
+from ..memory.closed_forms import STAGES
+from .memory_grid import PRESETS, RANKS_GRID, STAGE_LABELS, memory_panel
+from ..report import OVERFLOW_LABEL, traffic_ratio
 
 __all__ = ["register", "lesson_command", "lesson_data", "stepper_panel", "comm_panel", "STEPPER_COLLECTIVE",
            "MAX_STEPPER_RANKS"]
@@ -92,12 +93,12 @@ def lesson_data(n_ranks: int = 4, seed: int = 0, algorithm_name: str | None = No
 
 
 def register(subparsers) -> None:
-    from .commands import _integer
+    from ..cli.arguments import integer
     p = subparsers.add_parser("lesson", help="write the lesson's three experiments as one offline HTML page")
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
     p.add_argument("--lang", choices=LANGS, default="en", help="labels in English or Chinese (a button switches)")
-    p.add_argument("--ranks", type=_integer(2, MAX_STEPPER_RANKS), default=4, help=f"N of the ring stepper (2 to {MAX_STEPPER_RANKS})")
-    p.add_argument("--seed", type=_integer(0), default=0, help="seed of the stepper's integer blocks")
+    p.add_argument("--ranks", type=integer(2, MAX_STEPPER_RANKS), default=4, help=f"N of the ring stepper (2 to {MAX_STEPPER_RANKS})")
+    p.add_argument("--seed", type=integer(0), default=0, help="seed of the stepper's integer blocks")
     p.add_argument("--algorithm", choices=names(STEPPER_COLLECTIVE), default=None,
                    help="the all-reduce algorithm the stepper shows first (all runnable ones are in the page)")
     p.set_defaults(handler=lesson_command)

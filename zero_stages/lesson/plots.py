@@ -1,5 +1,5 @@
 """``ringemu plot memory|traffic``: per-rank memory and traffic of the four stages against N (1 … 1,024), from
-size-only runs (:func:`~zero_stages.memory_report.memory_report`), drawn by :mod:`ringemu.views.plot`.
+size-only runs (:func:`~zero_stages.memory.report.memory_report`), drawn by :mod:`ringemu.views.plot`.
 
 * memory: model states per rank (``--measure states``, the lesson's reading, claim M6) or the peak per rank
   (``--measure peak``: model states + activations + buffers in flight), the card's line, and for each stage the
@@ -18,8 +18,8 @@ from ringemu.algorithms import algorithm, names
 from ringemu.units import GB, format_decimal
 from ringemu.views.plot import Chart, save
 
-from .lesson_memory import RANKS_GRID, STAGE_LABELS
-from .memory_report import first_fits, memory_report
+from .memory_grid import RANKS_GRID, STAGE_LABELS
+from ..memory.report import first_fits, memory_report
 
 __all__ = ["register", "plot_command", "memory_chart", "traffic_chart", "algorithm_traffic_chart", "MEASURES"]
 
@@ -86,18 +86,17 @@ def algorithm_traffic_chart(psi: int, ranks=RANKS_GRID, wire_dtype: str = "bf16"
 
 
 def register(subparsers) -> None:
-    from .commands import _integer, _unit_list
-    from .memory_command import _positive_decimal, add_activation_arguments
-    from .flat import MAX_PSI
+    from ..cli.arguments import add_activation_arguments, card_gb, integer, unit_list
+    from ..flat import MAX_PSI
     p = subparsers.add_parser("plot", help="per-rank memory or traffic of the four stages against N (needs the "
                                            "[plot] extra: matplotlib)")
     p.add_argument("what", choices=("memory", "traffic"))
     p.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
     size = p.add_mutually_exclusive_group(required=True)
-    size.add_argument("--params", type=_integer(1, MAX_PSI), help="Ψ, the parameter count, as one unit")
-    size.add_argument("--units", type=_unit_list, help="Ψ as unit (layer) sizes, comma-separated")
+    size.add_argument("--params", type=integer(1, MAX_PSI), help="Ψ, the parameter count, as one unit")
+    size.add_argument("--units", type=unit_list, help="Ψ as unit (layer) sizes, comma-separated")
     size.add_argument("--anchor", action="store_true", help="the lesson's anchor as layer sizes (assumed split)")
-    p.add_argument("--gpu-gb", type=_positive_decimal, default=Decimal(80), help="card memory in GB; default 80")
+    p.add_argument("--gpu-gb", type=card_gb, default=Decimal(80), help="card memory in GB; default 80")
     p.add_argument("--measure", choices=tuple(MEASURES), default="states",
                    help="memory: model states per rank (default) or the peak per rank")
     p.add_argument("--algorithms", action="store_true",
@@ -108,7 +107,7 @@ def register(subparsers) -> None:
 
 
 def plot_command(args) -> int:
-    from .memory_command import activation_shape, model_size
+    from ..cli.arguments import activation_shape, model_size
     if not str(args.output).lower().endswith((".png", ".svg")):
         raise ValueError(f"-o must name a .png or .svg file; got {args.output!r}")
     _, size = model_size(args)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .flat import FlatParams, check_psi, check_unit_sizes
-from .precision import GRAD16_BYTES, K_BYTES, WEIGHT16_BYTES
+from ..flat import FlatParams, check_psi, check_unit_sizes
+from ..precision import GRAD16_BYTES, K_BYTES, WEIGHT16_BYTES
 
 __all__ = ["STAGES", "check_stage", "model_state_bytes_closed_form", "traffic_elements_closed_form",
            "shard_elements"]

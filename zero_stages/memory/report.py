@@ -10,8 +10,8 @@ For one (model, N, activations) this runs every stage's own code on size-only bu
 * two verdicts against the card: ``model_states_fit`` (the lesson's reading, claim M6: model states alone under
   the card) and ``peak_fits`` (the peak per rank, activations and buffers in flight included).
 
-Nothing is computed from a formula here; the closed forms live in :mod:`zero_stages.closed_forms` and
-:mod:`zero_stages.activations`. Bytes are ints; the card is an exact ``Fraction`` of bytes.
+Nothing is computed from a formula here; the closed forms live in :mod:`zero_stages.memory.closed_forms` and
+:mod:`zero_stages.memory.activations`. Bytes are ints; the card is an exact ``Fraction`` of bytes.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ringemu.memory import CATEGORIES, MODEL_STATE_CATEGORIES
 from ringemu.units import GB
 
 from .activations import ActivationShape
-from .api import run_size_only
+from ..api import run_size_only
 from .closed_forms import STAGES
 
 __all__ = ["BUFFER_CATEGORIES", "CARD_80GB", "MemoryReport", "stage_memory", "memory_report", "first_fits"]

@@ -12,11 +12,11 @@ optimizer states (fp32 master, m, v): 16Ψ bytes per rank. One step, per rank:
 """
 from __future__ import annotations
 
-from .buffers import Arena, write
-from .job import Job, Recorder, RankResult
-from .optimizer import OptimizerShard
-from .precision import LossScaler
-from .step_guard import StepGuard
+from ..buffers import Arena, write
+from ..job import Job, Recorder, RankResult
+from ..optimizer import OptimizerShard
+from ..precision import LossScaler
+from ..step_guard import StepGuard
 
 __all__ = ["run_rank"]
 

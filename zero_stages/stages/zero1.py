@@ -15,11 +15,11 @@ every unit; the 16-bit weights and gradients stay whole: 2Ψ + 2Ψ + 12·Σ_u ce
 """
 from __future__ import annotations
 
-from .buffers import Arena, full_weights16, part, write
-from .job import Job, Recorder, RankResult
-from .optimizer import OptimizerShard
-from .precision import LossScaler
-from .step_guard import StepGuard
+from ..buffers import Arena, full_weights16, part, write
+from ..job import Job, Recorder, RankResult
+from ..optimizer import OptimizerShard
+from ..precision import LossScaler
+from ..step_guard import StepGuard
 
 __all__ = ["run_rank"]
 

@@ -15,11 +15,11 @@ per rank:
 """
 from __future__ import annotations
 
-from .buffers import Arena, full_weights16, part, write
-from .job import Job, Recorder, RankResult
-from .optimizer import OptimizerShard
-from .precision import LossScaler
-from .step_guard import StepGuard
+from ..buffers import Arena, full_weights16, part, write
+from ..job import Job, Recorder, RankResult
+from ..optimizer import OptimizerShard
+from ..precision import LossScaler
+from ..step_guard import StepGuard
 
 __all__ = ["run_rank"]
 

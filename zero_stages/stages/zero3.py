@@ -18,11 +18,11 @@ Traffic per rank: two parameter all-gathers and one gradient reduce-scatter, (Nâ
 """
 from __future__ import annotations
 
-from .buffers import Arena, part, write
-from .job import Job, Recorder, RankResult
-from .optimizer import OptimizerShard
-from .precision import LossScaler
-from .step_guard import StepGuard
+from ..buffers import Arena, part, write
+from ..job import Job, Recorder, RankResult
+from ..optimizer import OptimizerShard
+from ..precision import LossScaler
+from ..step_guard import StepGuard
 
 __all__ = ["run_rank", "init_state", "forward", "backward", "optimizer_step", "gather_unit", "release_unit"]
 

@@ -1,5 +1,5 @@
 """The ZeRO stages on torch.distributed: the stage modules of :mod:`zero_stages` run through
-:class:`ringemu.backends.torch_backend.TorchCommunicator` (gloo or NCCL), with parity checks against DP and the
+:class:`ringemu.worlds.torch_processes.TorchCommunicator` (gloo or NCCL), with parity checks against DP and the
 emulator, a ``torchrun`` entry point, bytes observed on the wire, and a comparison with torch's own
 ``ZeroRedundancyOptimizer``.
 

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from ringemu.backends.base import NATIVE, communicator_algorithms
+from ringemu.worlds.base import NATIVE, communicator_algorithms
 
 __all__ = ["main"]
 
@@ -39,11 +39,11 @@ def main(argv=None) -> int:
 
     import torch.distributed as dist
 
-    from ringemu.backends.torch_launch import communicator_from_env
+    from ringemu.worlds.torch_launch import communicator_from_env
     from ringemu.dtypes import dtype_name
     from ringemu.ledger import CommLedger
-    from zero_stages.api import RANK_FUNCTIONS, training_job
-    from zero_stages.report import build_report
+    from ..api import RANK_FUNCTIONS, training_job
+    from ..report import build_report
 
     from .torch_zero import TRAFFIC_SOURCE, RankRows, digest
 

@@ -1,7 +1,7 @@
 """The project's ZeRO stage modules on torch.distributed, cross-checked against the emulator.
 
 :func:`run_zero_on_torch` runs each stage's own per-rank function (``zero_stages.RANK_FUNCTIONS``, the code the
-emulator runs) in N processes through :class:`~ringemu.backends.torch_launch.TorchWorld`, builds the same
+emulator runs) in N processes through :class:`~ringemu.worlds.torch_launch.TorchWorld`, builds the same
 :class:`~zero_stages.report.StageReport` from the ranks' results and ledgers, and compares it bit for bit with
 DP on the same engine (``parity_with_dp``, lesson claim M11) and with the same stage on the emulator
 (``parity_with_emulator``: final and per-step 16-bit weights, fp32 master, m, v and averaged gradient).
@@ -10,7 +10,7 @@ What to expect (``docs/real_engine.md``): with integer-block gradients (``grads=
 in any order, so both algorithms agree with the emulator bit for bit. With model gradients the engine's own
 collectives (``algorithm="native"``) add floats in gloo's order, not the ring's, and may differ; a registry
 schedule over point-to-point messages (``algorithm="ring"`` or any other name of
-:func:`ringemu.backends.communicator_algorithms`) adds in the emulator's order for that algorithm and agrees.
+:func:`ringemu.worlds.communicator_algorithms`) adds in the emulator's order for that algorithm and agrees.
 
 Traffic in the result is the ledger's: modelled from the algorithm's schedules (``traffic_source``); for bytes observed
 on the wire see :mod:`zero_stages.torch.wire_bytes`.
@@ -22,15 +22,15 @@ import hashlib
 import numpy as np
 
 from ringemu.algorithms import DEFAULT_ALGORITHM
-from ringemu.backends.base import NATIVE
-from ringemu.backends.torch_launch import TorchWorld
+from ringemu.worlds.base import NATIVE
+from ringemu.worlds.torch_launch import TorchWorld
 from ringemu.checks import check_timeout
 from ringemu.dtypes import dtype_name
 from ringemu.ledger import CommLedger
-from zero_stages import api
-from zero_stages.closed_forms import STAGES, check_stage
-from zero_stages.job import Job
-from zero_stages.report import build_report, parity_mismatches, stage_json
+from .. import api
+from ..memory.closed_forms import STAGES, check_stage
+from ..job import Job
+from ..report import build_report, parity_mismatches, stage_json
 
 __all__ = ["run_zero_on_torch", "torch_steps", "stage_on_torch", "RankRows", "digest", "TRAFFIC_SOURCE", "COMPARED"]
 
@@ -111,7 +111,7 @@ def run_zero_on_torch(stages="all", n_ranks: int = 4, steps: int = 2, wire_dtype
     exact in any order). DP always runs, as the reference of ``parity_with_dp``. ``timeout`` bounds each stage's
     run in seconds; a failed or hung run raises ``RankFailure`` after its processes are killed.
     ``loss_scaling`` (a ``zero_stages.LossScaling``) defaults as in ``zero_stages.train``. ``faults`` (spec
-    strings of :mod:`ringemu.faults`, a registry algorithm only) are injected into the run of the first stage of
+    strings of :mod:`ringemu.faults.plan`, a registry algorithm only) are injected into the run of the first stage of
     ``stages``, which runs before DP's. ``bar`` (a progress bar of :func:`torch_steps` steps,
     :func:`ringemu.progress.progress_bar`) advances after each run.
     """

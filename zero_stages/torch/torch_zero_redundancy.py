@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ringemu.backends.torch_launch import TorchWorld
+from ringemu.worlds.torch_launch import TorchWorld
 
 __all__ = ["compare_zero1_with_torch"]
 
@@ -47,13 +47,12 @@ def compare_zero1_with_torch(n_ranks: int = 4, steps: int = 3, wire_dtype: str =
     ``equal`` maps master, m and v to whether all elements agree bit for bit; ``mismatched_elements`` counts
     the disagreements. Steps skipped by fp16 loss scaling are skipped on the torch side as well.
     """
-    from zero_stages import train
-    from zero_stages.adam import AdamConfig
-    from zero_stages.api import DEFAULT_UNIT_SIZES
-    from zero_stages.flat import FlatParams
-    from zero_stages.model import MLP, default_width
-    from zero_stages.precision import check_wire_dtype
-    from zero_stages.workload import BlockWorkload
+    from ..adam import AdamConfig
+    from ..api import DEFAULT_UNIT_SIZES, train
+    from ..flat import FlatParams
+    from ..model import MLP, default_width
+    from ..precision import check_wire_dtype
+    from ..workload import BlockWorkload
 
     units = tuple(unit_sizes or DEFAULT_UNIT_SIZES)
     adam = AdamConfig(sqrt="torch")

@@ -33,7 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 from ringemu.algorithms import COLLECTIVES
-from ringemu.backends.base import NATIVE, communicator_algorithms
+from ringemu.worlds.base import NATIVE, communicator_algorithms
 from ringemu.dtypes import resolve_dtype
 from ringemu.ledger import CommLedger
 
@@ -74,7 +74,7 @@ def read_wchar() -> int:
 
 def _run_workload(comm, name: str, full: np.ndarray, shard: np.ndarray, job) -> None:
     if name.startswith(STAGE_PREFIX):
-        from zero_stages.api import RANK_FUNCTIONS
+        from ..api import RANK_FUNCTIONS
 
         RANK_FUNCTIONS[name[len(STAGE_PREFIX):]](comm, copy.deepcopy(job))  # fresh memory ledger each round
         return
@@ -119,7 +119,7 @@ def _stage_jobs(workloads, n_ranks: int, numel: int, dtype: str, seed: int) -> d
     stages = [w for w in workloads if w.startswith(STAGE_PREFIX)]
     if not stages:
         return {}
-    from zero_stages.api import training_job
+    from ..api import training_job
 
     return {w: training_job(n_ranks, 1, dtype, seed, "blocks", [numel]) for w in stages}
 
@@ -134,7 +134,7 @@ def measure_here(n_ranks: int, numel: int, dtype: str = "bf16", workloads=("dp",
     Interface counts are only meaningful if nothing else uses this namespace's loopback (see
     :func:`measure_wire`). Returns a JSON-ready dict (module doc); exact ratios are strings of Fractions.
     """
-    from ringemu.backends.torch_launch import TorchWorld
+    from ringemu.worlds.torch_launch import TorchWorld
 
     stages = ("dp", "zero1", "zero2", "zero3")
     known = list(WORKLOADS) + [STAGE_PREFIX + s for s in stages]
@@ -251,7 +251,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
-    from zero_stages.torch import wire_bytes as module  # not __main__: the ranks unpickle functions by module name
+    from . import wire_bytes as module  # not __main__: the ranks unpickle functions by module name
     fn = module.measure_here if args.here else module.measure_wire
     try:
         result = fn(args.ranks, args.numel, args.dtype, tuple(args.workloads), args.rounds, args.algorithm,
