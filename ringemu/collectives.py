@@ -38,6 +38,7 @@ from .dtypes import resolve_dtype
 from .execute import MODES, run_schedule
 from .faults.plan import as_plan
 from .layout import ChunkLayout
+from .partition import layout_for
 from .ledger import CommLedger
 from .algorithms import DEFAULT_ALGORITHM, build
 from .schedule import Schedule
@@ -96,6 +97,10 @@ def check_integer_sum(world: np.ndarray, name: str = "world") -> None:
                          f"outside {world.dtype} [{info.min}, {info.max}]; use a wider dtype or smaller values")
 
 
+def _dtype(rows):
+    return rows[0].dtype if isinstance(rows, list) else rows.dtype
+
+
 def _shape(rows) -> tuple[int, int]:
     return (len(rows), rows[0].shape[0]) if isinstance(rows, list) else rows.shape
 
@@ -145,11 +150,14 @@ def _check_sum(padded: np.ndarray, layout: ChunkLayout) -> None:
         check_integer_sum(layout.unpad(padded))
 
 
-def _schedule_of(collective: str, n: int, algorithm: str, ranks_per_node, schedule: Schedule | None) -> Schedule:
-    """The registry's schedule, or the prebuilt ``schedule`` a caller keeps (the emulated world keeps one per
-    collective and algorithm, so the kernels' preparation of its table is done once)."""
+def _schedule_of(collective: str, n: int, algorithm: str, ranks_per_node, schedule: Schedule | None,
+                 numel: int, dtype) -> Schedule:
+    """The registry's schedule (engine orders cut for this buffer's length and element size), or the prebuilt
+    ``schedule`` a caller keeps (the emulated world keeps one per collective and algorithm, so the kernels'
+    preparation of its table is done once)."""
     if schedule is None:
-        return build(collective, n, algorithm, ranks_per_node=ranks_per_node)
+        return build(collective, n, algorithm, ranks_per_node=ranks_per_node, numel=numel,
+                     itemsize=resolve_dtype(dtype).itemsize)
     if not isinstance(schedule, Schedule) or schedule.n_ranks != n:
         raise ValueError(f"schedule must be a Schedule of {collective} on {n} ranks; got {schedule!r}")
     return schedule
@@ -197,13 +205,13 @@ def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "red
     is used and ``out`` is left as it was."""
     world = _rows(world, "world")
     n, numel = _shape(world)
-    schedule = _schedule_of("reduce-scatter", n, algorithm, ranks_per_node, schedule)
-    layout = ChunkLayout(numel, schedule.n_chunks, n)
+    schedule = _schedule_of("reduce-scatter", n, algorithm, ranks_per_node, schedule, numel, _dtype(world))
+    layout = layout_for(schedule, numel)
     if isinstance(world, VirtualBuffer):
         _run(schedule, layout, world.dtype, None, ledger, label, mode, faults=faults)
         return [VirtualBuffer((layout.shard_payload(r),), world.dtype) for r in range(n)]
     padded = _reduce_into(schedule, world, layout, out, ledger, label, mode, faults)
-    return [padded[r, layout.shard_slice(r)] for r in range(n)]
+    return [layout.shard(padded[r], r) for r in range(n)]
 
 
 def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_gather",
@@ -218,9 +226,8 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     if isinstance(shards, VirtualBuffer):
         world = as_world(shards, "shards")
         n, numel = world.shape
-        schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule)
-        _run(schedule, ChunkLayout(numel, schedule.n_chunks, n), world.dtype, None, ledger, label, mode,
-             faults=faults)
+        schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule, numel, world.dtype)
+        _run(schedule, layout_for(schedule, numel), world.dtype, None, ledger, label, mode, faults=faults)
         return VirtualBuffer((n, numel), world.dtype)
     if not isinstance(shards, Sequence) or not shards or not all(isinstance(s, np.ndarray) for s in shards):
         raise TypeError("shards must be a non-empty list of 1-D numpy arrays (one per rank) or a VirtualBuffer")
@@ -235,11 +242,11 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     if len(dtypes) != 1:
         raise ValueError(f"shards must share one dtype; got {sorted(map(str, dtypes))}")
     dtype = resolve_dtype(shards[0].dtype)
-    schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule)
-    layout = ChunkLayout(numel, schedule.n_chunks, n)
+    schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule, numel, dtype)
+    layout = layout_for(schedule, numel)
     padded = np.zeros((n, layout.padded_numel), dtype=dtype)
     for r, shard in enumerate(shards):
-        padded[r, layout.shard_slice(r)] = shard
+        layout.place_shard(padded[r], r, shard)
     _run(schedule, layout, dtype, padded, ledger, label, mode, faults=faults)
     return layout.unpad(padded)
 
@@ -254,8 +261,8 @@ def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_red
     allocated when S is a multiple of the schedule's chunk count); ``out=world`` reduces in place."""
     world = _rows(world, "world")
     n, numel = _shape(world)
-    schedule = _schedule_of("all-reduce", n, algorithm, ranks_per_node, schedule)
-    layout = ChunkLayout(numel, schedule.n_chunks, n)
+    schedule = _schedule_of("all-reduce", n, algorithm, ranks_per_node, schedule, numel, _dtype(world))
+    layout = layout_for(schedule, numel)
     if isinstance(world, VirtualBuffer):
         _run(schedule, layout, world.dtype, None, ledger, label, mode, faults=faults)
         return VirtualBuffer((n, numel), world.dtype)

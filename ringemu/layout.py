@@ -38,6 +38,8 @@ class ChunkLayout:
     n_chunks: int
     n_shards: int | None = None
 
+    pads_on_wire = True  # a transfer carries a whole chunk, padding included (the emulated textbook ring pads)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "numel", check_numel(self.numel))
         object.__setattr__(self, "n_chunks", check_int(self.n_chunks, "n_chunks", minimum=1, maximum=MAX_NUMEL))
@@ -154,3 +156,16 @@ class ChunkLayout:
         if full < self.n_shards:
             out[:, full * c:] = by_shard[:, full, :self.numel - full * c]
         return out
+
+    # -- shards in a padded world row, and what a transfer carries ----------------------------------------------
+    def wire_elements(self) -> np.ndarray:
+        """Elements a transfer of each chunk carries: the whole chunk, padding included (int64, length n_chunks)."""
+        return np.full(self.n_chunks, self.chunk_size, dtype=np.int64)
+
+    def shard(self, world_row: np.ndarray, shard: int) -> np.ndarray:
+        """Shard ``shard``'s payload in one padded world row (a view)."""
+        return world_row[self.shard_slice(shard)]
+
+    def place_shard(self, world_row: np.ndarray, shard: int, values: np.ndarray) -> None:
+        """Write shard ``shard``'s values into one padded world row."""
+        world_row[self.shard_slice(shard)] = values

@@ -5,8 +5,9 @@ element size. Counts are derived by walking the schedule's transfer table with i
 lesson's Ψ = 27,781,427,952 on N = 1024 ranks is counted in milliseconds, never by a closed-form formula. All
 results are Python ints (bytes, elements, messages) or ``fractions.Fraction`` (ratios, seconds).
 
-Padding: a transfer always carries a whole chunk (``layout.chunk_size`` elements); the part of it beyond the
-buffer's real length is padding, reported separately.
+Padding: on a textbook :class:`~ringemu.layout.ChunkLayout` a transfer carries a whole chunk (``layout.chunk_size``
+elements); the part of it beyond the buffer's real length is padding, reported separately. An engine order's
+:class:`~ringemu.partition.Partition` sends each chunk's own length, as the engine does: no padding.
 """
 from __future__ import annotations
 
@@ -204,7 +205,7 @@ class CommLedger:
         doc/PERFORMANCE.md). Summed over the selected records.
         """
         recs = self.select(label)
-        buffer = sum(r.layout.padded_numel for r in recs)
+        buffer = sum(r.layout.padded_numel if r.layout.pads_on_wire else r.layout.numel for r in recs)
         if buffer == 0:
             return Fraction(0)
         busiest = max(t.elements for t in _sum_per_rank(recs, self.n_ranks, "sent"))
@@ -259,7 +260,16 @@ def _sum_per_rank(recs: list[CollectiveRecord], n: int, side: str) -> list[Traff
     pad_bytes = np.zeros(n, dtype=np.int64)
     exact_pad, exact_pad_bytes = [0] * n, [0] * n  # used once the int64 sums could overflow
     bound = 0  # an upper bound of every int64 sum above
+    uneven = [0] * n, [0] * n  # elements and bytes of layouts that send each chunk's own length (partitions)
     for shared, calls in groups.values():
+        if not shared.uniform:
+            per = shared.sent_elements if side == "sent" else shared.received_elements
+            for k, e in enumerate(per):
+                uneven[0][k] += e * calls
+                uneven[1][k] += e * calls * shared.itemsize
+            s = schedules.setdefault(id(shared.counts), [shared.counts, 0, 0, 0])
+            s[1] += calls
+            continue
         s = schedules.setdefault(id(shared.counts), [shared.counts, 0, 0, 0])
         s[1] += calls
         s[2] += calls * shared.layout.chunk_size
@@ -281,5 +291,5 @@ def _sum_per_rank(recs: list[CollectiveRecord], n: int, side: str) -> list[Traff
             elements[k] += m * chunk_elements
             nbytes[k] += m * chunk_bytes
     pad_list, pad_bytes_list = pad.tolist(), pad_bytes.tolist()
-    return [Traffic(messages[k], elements[k], nbytes[k], pad_list[k] + exact_pad[k],
+    return [Traffic(messages[k], elements[k] + uneven[0][k], nbytes[k] + uneven[1][k], pad_list[k] + exact_pad[k],
                     pad_bytes_list[k] + exact_pad_bytes[k]) for k in range(n)]

@@ -123,14 +123,21 @@ class ScheduleCounts:
 
 
 class LayoutCounts:
-    """Traffic of one schedule on one chunk layout with one element size: what every identical call sent."""
+    """Traffic of one schedule on one chunk layout with one element size: what every identical call sent.
+
+    A textbook :class:`~ringemu.layout.ChunkLayout` puts whole chunks on the wire (elements = messages ×
+    ``chunk_size``, padding counted apart); an engine's :class:`~ringemu.partition.Partition` puts each chunk's own
+    length on the wire (elements = the sum of the lengths of the chunks sent, no padding)."""
 
     def __init__(self, counts: ScheduleCounts, layout: ChunkLayout, itemsize: int):
         self.counts, self.layout, self.itemsize = counts, layout, itemsize
+        self.uniform = bool(getattr(layout, "pads_on_wire", True))  # every transfer carries chunk_size elements
 
     @cached_property
     def _padded_transfers(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices of the transfers that carry padding, the padding elements each carries)."""
+        if not self.uniform:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         pad = self.layout.chunk_size - self.layout.payloads()  # per chunk, int64; nonzero for few chunks
         index = self.counts.transfers_of(np.flatnonzero(pad))
         return index, pad[self.counts.schedule.table[index, 3]]
@@ -145,6 +152,21 @@ class LayoutCounts:
         return out
 
     @cached_property
+    def _transfer_elements(self) -> np.ndarray:
+        """Elements each transfer carries (a partition's chunk lengths; int64, each at most S)."""
+        return np.asarray(self.layout.wire_elements(), dtype=np.int64)[self.counts.schedule.table[:, 3]]
+
+    def _elements_by(self, column: int, size: int) -> list[int]:
+        """Elements summed by a table column: messages × chunk_size (uniform) or the transfers' own lengths."""
+        if self.uniform:
+            messages = {1: self.counts.sent_messages, 2: self.counts.received_messages,
+                        0: self.counts.step_messages}[column]
+            return [m * self.layout.chunk_size for m in messages.tolist()]
+        out = np.zeros(size, dtype=np.int64)  # each sum <= transfers · S < 2^63 for every schedule built here
+        np.add.at(out, self.counts.schedule.table[:, column], self._transfer_elements)
+        return out.tolist()
+
+    @cached_property
     def sent_padding(self) -> np.ndarray:
         """Per rank: padding elements it sends."""
         return self._padding_by(1, self.counts.schedule.n_ranks)
@@ -154,27 +176,35 @@ class LayoutCounts:
         """Per rank: padding elements it receives."""
         return self._padding_by(2, self.counts.schedule.n_ranks)
 
-    def _traffic(self, messages: np.ndarray, padding: np.ndarray) -> list:
-        T, chunk, item = Traffic, self.layout.chunk_size, self.itemsize
-        out = []
-        for m, pad in zip(messages.tolist(), padding.tolist()):  # Python ints from here on
-            out.append(T(m, m * chunk, m * chunk * item, pad, pad * item))
-        return out
+    @cached_property
+    def sent_elements(self) -> list[int]:
+        """Per rank: elements it sends (padding included where the layout sends it)."""
+        return self._elements_by(1, self.counts.schedule.n_ranks)
+
+    @cached_property
+    def received_elements(self) -> list[int]:
+        return self._elements_by(2, self.counts.schedule.n_ranks)
+
+    def _traffic(self, messages: np.ndarray, elements: list[int], padding: np.ndarray) -> list:
+        item = self.itemsize
+        return [Traffic(m, e, e * item, pad, pad * item)
+                for m, e, pad in zip(messages.tolist(), elements, padding.tolist())]  # Python ints from here on
 
     @cached_property
     def sent(self) -> list:
         """Per rank: the Traffic it sent."""
-        return self._traffic(self.counts.sent_messages, self.sent_padding)
+        return self._traffic(self.counts.sent_messages, self.sent_elements, self.sent_padding)
 
     @cached_property
     def received(self) -> list:
         """Per rank: the Traffic it received."""
-        return self._traffic(self.counts.received_messages, self.received_padding)
+        return self._traffic(self.counts.received_messages, self.received_elements, self.received_padding)
 
     @cached_property
     def steps(self) -> list:
         """Per step: everything sent in that step."""
-        return self._traffic(self.counts.step_messages, self._padding_by(0, self.counts.schedule.n_steps))
+        n_steps = self.counts.schedule.n_steps
+        return self._traffic(self.counts.step_messages, self._elements_by(0, n_steps), self._padding_by(0, n_steps))
 
     @cached_property
     def links(self) -> dict:
@@ -187,18 +217,32 @@ class LayoutCounts:
         if index.size:
             key = table[index, 1] * n + table[index, 2]
             np.add.at(pad, np.searchsorted(used, key), padding)
-        return {(int(k) // n, int(k) % n): t for k, t in zip(used.tolist(), self._traffic(messages, pad))}
+        if self.uniform:
+            elements = [m * self.layout.chunk_size for m in messages.tolist()]
+        else:
+            per = np.zeros(used.size, dtype=np.int64)
+            np.add.at(per, np.searchsorted(used, table[:, 1] * n + table[:, 2]), self._transfer_elements)
+            elements = per.tolist()
+        return {(int(k) // n, int(k) % n): t for k, t in zip(used.tolist(), self._traffic(messages, elements, pad))}
 
     @cached_property
     def max_link_bytes_per_step(self) -> list[int]:
         """Per step: bytes on the busiest link (the step's duration in the α-β model)."""
-        return [c * self.layout.chunk_size * self.itemsize for c in self.counts.busiest_link_messages.tolist()]
+        if self.uniform:
+            return [c * self.layout.chunk_size * self.itemsize for c in self.counts.busiest_link_messages.tolist()]
+        t, n = self.counts.schedule.table, self.counts.schedule.n_ranks
+        busiest = np.zeros(self.counts.schedule.n_steps, dtype=np.int64)
+        if t.shape[0]:
+            used, inverse = np.unique((t[:, 0] * n + t[:, 1]) * n + t[:, 2], return_inverse=True)
+            per = np.zeros(used.size, dtype=np.int64)
+            np.add.at(per, inverse, self._transfer_elements)
+            np.maximum.at(busiest, used // (n * n), per)
+        return [int(e) * self.itemsize for e in busiest.tolist()]
 
     @cached_property
     def total(self):
         """Everything every rank sent."""
-        T = Traffic
         m = int(self.counts.sent_messages.sum())
         pad = sum(self.sent_padding.tolist())
-        chunk, item = self.layout.chunk_size, self.itemsize
-        return T(m, m * chunk, m * chunk * item, pad, pad * item)
+        elements = sum(self.sent_elements)
+        return Traffic(m, elements, elements * self.itemsize, pad, pad * self.itemsize)

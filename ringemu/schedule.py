@@ -67,9 +67,27 @@ class Schedule:
     initial: str
     final: str
     exchange: bool = False  # True: a rank may send, in a step, a chunk it receives in that step (staged)
+    partition: tuple[int, ...] | None = None  # chunk bounds of an engine's own cut (ringemu.partition), for one S
 
     def __post_init__(self) -> None:
         self.table.setflags(write=False)
+        if self.partition is not None:
+            bounds = tuple(int(b) for b in self.partition)
+            if len(bounds) != self.n_chunks + 1:
+                raise ValueError(f"schedule {self.name}: a partition of {self.n_chunks} chunks has "
+                                 f"{self.n_chunks + 1} bounds; got {len(bounds)}")
+            object.__setattr__(self, "partition", bounds)
+
+    @property
+    def numel(self) -> int | None:
+        """The buffer length per rank the schedule was cut for, or None (the textbook orders fit any length)."""
+        return None if self.partition is None else self.partition[-1]
+
+    def with_rows(self, name: str, n_steps: int, table: np.ndarray) -> "Schedule":
+        """Another table (some of this schedule's steps, renumbered) with this schedule's chunks, partition and
+        pre- and postconditions: how faults, traces and views run a schedule a step at a time."""
+        return Schedule(name, self.n_ranks, self.n_chunks, n_steps, table, self.initial, self.final, self.exchange,
+                        self.partition)
 
     @property
     def n_transfers(self) -> int:
@@ -90,22 +108,38 @@ class Schedule:
     def __repr__(self) -> str:
         return (f"Schedule({self.name!r}, n_ranks={self.n_ranks}, n_chunks={self.n_chunks}, "
                 f"n_steps={self.n_steps}, n_transfers={self.n_transfers}"
-                + (", exchange=True)" if self.exchange else ")"))
+                + (", exchange=True" if self.exchange else "")
+                + (f", partition for {self.numel} elements)" if self.partition is not None else ")"))
 
     @property
     def split(self) -> int:
-        """Chunks per shard: ``n_chunks // n_ranks`` (0 for a whole-buffer schedule of one chunk)."""
+        """Chunks per shard: ``n_chunks // n_ranks`` (0 for a whole-buffer schedule of one chunk). For an engine's
+        partition: 1 when its chunks belong to shards (a reduce-scatter or all-gather order), else 0."""
+        if self.partition is not None:
+            return 1 if self.initial == "own" or self.final in ("reduced-own", "gathered") else 0
         return self.n_chunks // self.n_ranks
 
     def renamed(self, name: str, final: str | None = None) -> "Schedule":
         """The same transfers under another name (and postcondition): how a derived collective reuses a schedule,
         e.g. a reduce-scatter that is an all-reduce keeping one's own chunk."""
         return Schedule(name, self.n_ranks, self.n_chunks, self.n_steps, self.table, self.initial,
-                        self.final if final is None else final, self.exchange)
+                        self.final if final is None else final, self.exchange, self.partition)
 
     def shard_of(self, chunk: int) -> int | None:
-        """The shard (rank) that ``chunk`` belongs to, or None for a whole-buffer chunk."""
-        return chunk // self.split if self.split else None
+        """The shard (rank) that ``chunk`` belongs to, or None for a whole-buffer chunk. For an engine's partition:
+        the shard of ``ChunkLayout(S, N)`` that holds the chunk's elements."""
+        if not self.split:
+            return None
+        if self.partition is None:
+            return chunk // self.split
+        shard_size = max(1, -(-self.partition[-1] // self.n_ranks))  # ceil(S/N), the textbook shard map
+        return min(self.n_ranks - 1, self.partition[chunk] // shard_size)
+
+    def chunks_of_shard(self, shard: int) -> list[int]:
+        """The chunks that belong to ``shard`` (rank ``shard``'s own data before an all-gather)."""
+        if self.partition is None and self.split:
+            return list(range(shard * self.split, (shard + 1) * self.split))
+        return [c for c in range(self.n_chunks) if self.shard_of(c) == shard]
 
 
 def new_table(n_rows: int) -> np.ndarray:

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocks import integer_blocks, value_bound
-from .dtypes import dtype_name
+from .dtypes import dtype_name, resolve_dtype
 from .execute import run_schedule
 from .faults.link import run_faulty_step
 from .faults.spec import with_step
 from .checks import check_n_ranks, check_numel
 from .layout import ChunkLayout
+from .partition import layout_for
 from .provenance import initial_provenance, run_provenance
-from .algorithms import build, schedule_for
+from .algorithms import algorithm as algorithm_entry, build, schedule_for
 from .ledger import CommLedger
 from .schedule import ADD, Schedule, Transfer
 from .views.notebook import trace_html  # the view reads the trace's data and never imports this module
@@ -155,13 +156,14 @@ def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step", fa
     if n != schedule.n_ranks:
         raise ValueError(f"world has {n} rows but {schedule.name} runs on {schedule.n_ranks} ranks")
     _check_small(n, numel)
-    layout = ChunkLayout(numel, schedule.n_chunks, n)
+    layout = layout_for(schedule, numel)
     buffers = layout.pad(world, np.empty((n, layout.padded_numel), dtype=world.dtype))
     if schedule.initial == "own":
         own = np.zeros_like(buffers)
         for r in range(n):
-            lo, hi = layout.start(r * schedule.split), layout.start((r + 1) * schedule.split)
-            own[r, lo:hi] = buffers[r, lo:hi]
+            for c in schedule.chunks_of_shard(r):
+                lo, hi = layout.start(c), layout.start(c + 1)
+                own[r, lo:hi] = buffers[r, lo:hi]
         buffers = own
     _, history = run_provenance(schedule, record_steps=True)
     initial = TraceStep(-1, "initial", (), buffers.copy(), _frozen(initial_provenance(schedule)))
@@ -171,8 +173,7 @@ def trace_schedule(schedule: Schedule, world: np.ndarray, mode: str = "step", fa
     for s in range(schedule.n_steps):
         rows = schedule.table[bounds[s]:bounds[s + 1]].copy()
         rows[:, 0] = 0
-        one = Schedule(f"{schedule.name}[step {s}]", n, schedule.n_chunks, 1, rows, schedule.initial,
-                       schedule.final, schedule.exchange)
+        one = schedule.with_rows(f"{schedule.name}[step {s}]", 1, rows)
         here = [with_step(f, 0) for f in (faults or ()) if f.step == s and f.kind != "stop"]
         if here:
             run_faulty_step(one, buffers, 0, here, schedule.name, checksums=False)
@@ -190,7 +191,8 @@ def trace_collective(op: str, n_ranks: int, numel: int, dtype: object = "int32",
     [-max_abs, max_abs], single digits by default). ``faults``: see :func:`trace_schedule`."""
     n = check_n_ranks(n_ranks)
     _check_small(n, check_numel(numel))
-    schedule = schedule_for(op, n, algorithm, ranks_per_node=ranks_per_node)
+    schedule = schedule_for(op, n, algorithm, ranks_per_node=ranks_per_node, numel=numel,
+                            itemsize=resolve_dtype(dtype).itemsize)
     if max_abs is not None:
         max_abs = min(max_abs, value_bound(n, dtype))
     return trace_schedule(schedule, integer_blocks(n, numel, seed, dtype, max_abs=max_abs), faults=faults)
@@ -257,7 +259,8 @@ def trace_algorithm(collective: str, algorithm_name: str, n_ranks: int, numel: i
     Returns (trace, ledger, inputs). The whole run's final buffers equal the trace's (checked).
     """
     if numel is None:
-        numel = max(n_ranks, build(collective, n_ranks, algorithm_name).n_chunks)
+        entry = algorithm_entry(collective, algorithm_name)
+        numel = n_ranks if entry.sized else max(n_ranks, build(collective, n_ranks, algorithm_name).n_chunks)
     trace = trace_collective(collective, n_ranks, numel, dtype, seed, max_abs, algorithm_name)
     inputs = integer_blocks(n_ranks, numel, seed, dtype, max_abs=min(max_abs, value_bound(n_ranks, dtype)))
     ledger = CommLedger()

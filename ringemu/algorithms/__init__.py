@@ -70,6 +70,9 @@ class Algorithm:
     An entry whose ``options`` name ``"ranks_per_node"`` (the hierarchical ring) is built as
     ``build(n_ranks, ranks_per_node=R)`` and costed as ``cost(n, S, α, β, ranks_per_node=R)``; :func:`build` and
     :func:`cost` pass it (default :func:`default_ranks_per_node`) and leave it out for every other entry.
+    An engine order whose ``options`` name ``"numel"`` (and ``"itemsize"``) cuts each buffer its own way: it is
+    built for one buffer length (and element size) and its schedule carries that partition
+    (:attr:`ringemu.schedule.Schedule.partition`); :func:`build` requires them for such entries.
 
     ``cost`` is the textbook α-β time (Thakur, Rabenseifner & Gropp 2005 notation: α per message, β per byte,
     S bytes per rank), exact as a Fraction; the ledger's modelled time is measured from the schedule itself and
@@ -87,7 +90,13 @@ class Algorithm:
     engines: str  # which engines use it
     cost: CostModel
     unsupported: Callable[[int], str | None] = field(default=_any_n)
-    options: tuple[str, ...] = ()  # keyword options of build and cost: () or ("ranks_per_node",)
+    options: tuple[str, ...] = ()  # keyword options of build: "ranks_per_node", "numel", "itemsize"
+    modelled: str = ""  # empty: checked against the running engine; else how it was modelled (from which source)
+
+    @property
+    def sized(self) -> bool:
+        """True when the schedule depends on the buffer's length (an engine's own partition)."""
+        return "numel" in self.options
 
     @property
     def key(self) -> tuple[str, str]:
@@ -165,26 +174,37 @@ def algorithm(collective: str, name: str = DEFAULT_ALGORITHM) -> Algorithm:
                          f"got {name!r}") from None
 
 
-def _options(entry: Algorithm, n: int, ranks_per_node: object) -> dict:
+def _options(entry: Algorithm, n: int, ranks_per_node: object, numel: object = None,
+             itemsize: object = None) -> dict:
     """The keyword options ``entry`` takes. ``ranks_per_node`` is checked whenever it is given (it must divide N
-    for every algorithm) and passed only to the entries that use it."""
+    for every algorithm) and passed only to the entries that use it; ``numel`` and ``itemsize`` go to the engine
+    orders that cut a buffer their own way, which need them."""
     if ranks_per_node is not None:
         ranks_per_node = check_ranks_per_node(ranks_per_node, n)
-    if "ranks_per_node" not in entry.options:
-        return {}
-    return {"ranks_per_node": default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node}
+    options: dict = {}
+    if "ranks_per_node" in entry.options:
+        options["ranks_per_node"] = default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node
+    for key, value, minimum in (("numel", numel, 0), ("itemsize", itemsize, 1)):
+        if key in entry.options:
+            if value is None:
+                raise ValueError(f"{entry.collective} algorithm {entry.name!r} cuts each buffer its own way: "
+                                 f"give {key}= (the buffer's {'length in elements' if key == 'numel' else 'element size in bytes'})")
+            options[key] = check_int(value, key, minimum=minimum)
+    return options
 
 
 MAX_SCHEDULE_RANKS = 4096  # the largest N a schedule table is built for (`ringemu count`'s bound)
 
 
 def build(collective: str, n_ranks: int, name: str = DEFAULT_ALGORITHM, *,
-          ranks_per_node: int | None = None) -> Schedule:
+          ranks_per_node: int | None = None, numel: int | None = None, itemsize: int | None = None) -> Schedule:
     """The schedule of ``name`` for ``collective`` on ``n_ranks`` ranks (a clear ValueError where the algorithm
     does not support that N).
 
     ``ranks_per_node`` (the hierarchical algorithms' nodes × ranks per node; default
     :func:`default_ranks_per_node`) must divide ``n_ranks``; algorithms that are not hierarchical ignore it.
+    ``numel`` (elements per rank) and ``itemsize`` (bytes per element) are required by the engine orders whose
+    partition depends on the buffer (:attr:`Algorithm.sized`) and ignored by the others.
     """
     entry = algorithm(collective, name)
     n = check_n_ranks(n_ranks)
@@ -194,7 +214,7 @@ def build(collective: str, n_ranks: int, name: str = DEFAULT_ALGORITHM, *,
     reason = entry.unsupported(n)
     if reason is not None:
         raise ValueError(f"{collective} algorithm {name!r} does not support n_ranks={n}: {reason}")
-    return entry.build(n, **_options(entry, n, ranks_per_node))
+    return entry.build(n, **_options(entry, n, ranks_per_node, numel, itemsize))
 
 
 def cost(collective: str, name: str, n_ranks: int, nbytes: int, alpha, beta, *,
@@ -202,11 +222,13 @@ def cost(collective: str, name: str, n_ranks: int, nbytes: int, alpha, beta, *,
     """The entry's α-β time (seconds, exact) for an S = ``nbytes`` buffer per rank; α and β as Fractions or ints."""
     entry = algorithm(collective, name)
     n = check_n_ranks(n_ranks)
-    return entry.cost(n, nbytes, Fraction(alpha), Fraction(beta), **_options(entry, n, ranks_per_node))
+    options = {k: v for k, v in _options(entry, n, ranks_per_node, 0, 1).items() if k == "ranks_per_node"}
+    return entry.cost(n, nbytes, Fraction(alpha), Fraction(beta), **options)
 
 
 def schedule_for(op: str, n_ranks: int, algorithm_name: str | None = None, *,
-                 ranks_per_node: int | None = None) -> Schedule:
+                 ranks_per_node: int | None = None, numel: int | None = None,
+                 itemsize: int | None = None) -> Schedule:
     """The schedule of an op named as on the command line (``reduce-scatter``, ``naive-all-reduce``, ...)."""
     collective, name = resolve_op(op, algorithm_name)
-    return build(collective, n_ranks, name, ranks_per_node=ranks_per_node)
+    return build(collective, n_ranks, name, ranks_per_node=ranks_per_node, numel=numel, itemsize=itemsize)

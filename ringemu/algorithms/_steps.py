@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule import Schedule, new_table
+from ..schedule import ADD, COPY, Schedule, new_table
 
-__all__ = ["Steps", "stable_order", "pow2_below", "fold_map"]
+__all__ = ["Steps", "stable_order", "pow2_below", "fold_map", "from_transfers"]
 
 
 class Steps:
@@ -79,3 +79,29 @@ def fold_map(n: int) -> tuple[int, int, np.ndarray]:
     r = n - p
     j = np.arange(p, dtype=np.int64)
     return p, r, np.where(j < r, 2 * j + 1, j + r)
+
+
+_OPS = {"copy": COPY, "add": ADD}
+
+
+def from_transfers(name: str, n_ranks: int, bounds, steps, initial: str, final: str) -> Schedule:
+    """An engine order written as its engine's loop writes it: chunk ``bounds`` (the partition) and ``steps``, each
+    a list of ``(src, dst, chunk, "copy" | "add")``. Every source sends what it held at the start of the step and
+    additions into one (dst, chunk) apply in listed order, so a step in which a rank sends a chunk it also
+    receives (recursive doubling's exchanges) makes the schedule an ``exchange`` schedule (staged by the kernels).
+    The schedule carries ``bounds`` as its :attr:`~ringemu.schedule.Schedule.partition`."""
+    rows = [(k, src, dst, chunk, _OPS[op]) for k, step in enumerate(s for s in steps if s)
+            for src, dst, chunk, op in step]
+    if any(src == dst for _, src, dst, _, _ in rows):
+        raise ValueError(f"{name}: a transfer from a rank to itself is not a message")
+    sent: dict[int, set] = {}
+    received: dict[int, set] = {}
+    for k, src, dst, chunk, _ in rows:
+        sent.setdefault(k, set()).add((src, chunk))
+        received.setdefault(k, set()).add((dst, chunk))
+    exchange = any(sent[k] & received[k] for k in sent)
+    n_steps = 1 + max((r[0] for r in rows), default=-1)
+    table = new_table(len(rows))
+    if rows:
+        table[:] = np.asarray(rows, dtype=np.int64)
+    return Schedule(name, n_ranks, len(bounds) - 1, n_steps, table, initial, final, exchange, tuple(bounds))

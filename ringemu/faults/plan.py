@@ -112,8 +112,7 @@ def sub_schedule(schedule: Schedule, lo: int, hi: int) -> Schedule:
     bounds = schedule.step_bounds()
     rows = np.array(schedule.table[bounds[lo]:bounds[hi]], dtype=np.int64)
     rows[:, 0] -= lo
-    return Schedule(f"{schedule.name}[steps {lo}..{hi - 1}]", schedule.n_ranks, schedule.n_chunks, hi - lo, rows,
-                    schedule.initial, schedule.final, schedule.exchange)
+    return schedule.with_rows(f"{schedule.name}[steps {lo}..{hi - 1}]", hi - lo, rows)
 
 
 def _watchdog(schedule: Schedule, label: str, step: int, stopped: list[int]) -> None:

@@ -46,8 +46,9 @@ def _world(schedule, dtype, rng) -> np.ndarray:
     if schedule.initial == "own":
         own = np.zeros_like(world)
         for r in range(n):
-            sl = slice(layout.start(r * schedule.split), layout.start((r + 1) * schedule.split))
-            own[r, sl] = world[r, sl]
+            for c in schedule.chunks_of_shard(r):
+                sl = slice(layout.start(c), layout.start(c + 1))
+                own[r, sl] = world[r, sl]
         world = own
     return world
 

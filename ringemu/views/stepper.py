@@ -30,8 +30,7 @@ def _step_ledger(schedule: Schedule, rows: np.ndarray, layout: ChunkLayout, dtyp
     one = rows.copy()
     one[:, 0] = 0
     ledger = CommLedger()
-    ledger.record(Schedule(f"{schedule.name}[step]", schedule.n_ranks, schedule.n_chunks, 1, one, schedule.initial,
-                           schedule.final, schedule.exchange), layout, dtype, "step")
+    ledger.record(schedule.with_rows(f"{schedule.name}[step]", 1, one), layout, dtype, "step")
     return ledger
 
 

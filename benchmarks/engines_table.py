@@ -1,0 +1,63 @@
+"""Write docs/engines.md: every real engine installed here, every algorithm ringemu names for it, run against the
+registry entry bit for bit (``python benchmarks/engines_table.py``; ``--quick`` for CI's slice, ``--out -`` to
+print). Engines that are not installed are listed with the reason; nothing in the table is typed in."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.engines import ENGINES  # noqa: E402
+
+
+def table(rows: list[dict], skipped: dict[str, str], seconds: float, quick: bool) -> str:
+    out = ["# Engines as they really run", "",
+           "Every row is a run of the engine on this machine against the ringemu registry entry named for it: the",
+           "same fixed-seed inputs on every rank, every output element of every rank compared bit for bit, and the",
+           "bytes per peer where the engine exposes them. Written by `python benchmarks/engines_table.py`"
+           + (" --quick" if quick else "") + f" in {seconds:.0f} s.", "",
+           "| engine | registry entry | collective | cases | bits equal | bytes checked | bytes equal |",
+           "|---|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['engine']} | `{r['entry']}` | {r['collective']} | {r['cases']} | {r['bits_equal']} | "
+                   f"{r['bytes_cases']} | {r['bytes_equal']} |")
+    total = sum(r["cases"] for r in rows)
+    equal = sum(r["bits_equal"] for r in rows)
+    out += ["", f"In all: {equal} of {total} cases bit for bit."]
+    bad = [r for r in rows if r["bits_equal"] != r["cases"]]
+    for r in bad:
+        out.append(f"- `{r['entry']}` {r['collective']}: first departure {r['first_mismatch']}")
+    if skipped:
+        out += ["", "Not run here:"] + [f"- {name}: {why}" for name, why in skipped.items()]
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="the slice CI runs")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "engines.md"))
+    p.add_argument("--engines", default=",".join(ENGINES))
+    args = p.parse_args(argv)
+    rows, skipped = [], {}
+    start = time.perf_counter()
+    for name in args.engines.split(","):
+        module = importlib.import_module(f"benchmarks.engines.{name}")
+        why = module.available()
+        if why is not None:
+            skipped[name] = why
+            continue
+        rows += module.run(args.quick)
+    text = table(rows, skipped, time.perf_counter() - start, args.quick)
+    if args.out == "-":
+        print(text, end="")
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}: {len(rows)} rows")
+    return 0 if all(r["bits_equal"] == r["cases"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
