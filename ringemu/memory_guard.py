@@ -59,7 +59,10 @@ def available_bytes() -> int | None:
 
 
 def _sample(collective: str, n_ranks: int, algorithm: str):
-    return algorithms.build(collective, min(n_ranks, _SAMPLE_RANKS), algorithm)
+    """The schedule at min(N, the sample size); an engine order that cuts each buffer its own way is sampled on a
+    buffer of 64 elements per rank and 4-byte elements (its table's size, not its partition, is what counts)."""
+    n = min(n_ranks, _SAMPLE_RANKS)
+    return algorithms.build(collective, n, algorithm, numel=64 * n, itemsize=4)
 
 
 def schedule_table_bytes(collective: str, n_ranks: int, algorithm: str = algorithms.DEFAULT_ALGORITHM) -> int:

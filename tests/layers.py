@@ -21,7 +21,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ringemu algorithms", ("ringemu.algorithms", "ringemu.algorithms.*")),
     ("ringemu faults", ("ringemu.faults", "ringemu.faults.*")),
     ("ringemu views", ("ringemu.views", "ringemu.views.*")),  # read data modules only: producers show them
-    ("ringemu collectives", ("ringemu.collectives", "ringemu.trace", "ringemu.compare", "ringemu.memory_guard")),
+    ("ringemu collectives", ("ringemu.collectives", "ringemu.trace", "ringemu.compare", "ringemu.memory_guard",
+                             "ringemu.identify")),
     ("ringemu worlds", ("ringemu.worlds", "ringemu.worlds.*")),
     ("ringemu torch", ("ringemu.torch", "ringemu.torch.*")),
     ("ringemu testing", ("ringemu.testing", "ringemu.testing.*")),

@@ -192,7 +192,7 @@ class EmulatedWorld:
                 layout = ChunkLayout(numel, n)
                 return [VirtualBuffer((layout.payload(r),), dtype) for r in range(n)]
             return [VirtualBuffer((numel,), dtype)] * n
-        opts["schedule"] = self.schedules.get(first.op, first.algorithm)  # one per world: prepared once
+        opts["schedule"] = self.schedules.get(first.op, first.algorithm, numel, dtype.itemsize)  # prepared once
         if self.faults is not None:
             opts["faults"] = self.faults
         if first.op == "all_gather":

@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from .. import algorithms
-from ..dtypes import dtype_name
+from ..dtypes import resolve_dtype, dtype_name
 from ..checks import check_n_ranks
 from ..layout import ChunkLayout
+from ..partition import layout_for
 from ..ledger import CommLedger
 from ..schedule import Schedule
 from ..virtual import VirtualBuffer
@@ -43,14 +44,20 @@ class ScheduleCache:
     def __init__(self, n_ranks: int, ranks_per_node: int | None = None):
         self.n_ranks = check_n_ranks(n_ranks)
         self.ranks_per_node = ranks_per_node
-        self._built: dict[tuple[str, str], Schedule] = {}
+        self._built: dict[tuple, Schedule] = {}
 
-    def get(self, op: str, algorithm: str = algorithms.DEFAULT_ALGORITHM) -> Schedule:
-        key = (collective_of(op), algorithm)
+    def get(self, op: str, algorithm: str = algorithms.DEFAULT_ALGORITHM, numel: int | None = None,
+            itemsize: int | None = None) -> Schedule:
+        """The schedule of ``op`` by ``algorithm``; an engine order that cuts each buffer its own way is built (and
+        kept) per buffer length and element size."""
+        collective = collective_of(op)
+        sized = algorithms.algorithm(collective, algorithm).sized
+        key = (collective, algorithm) + ((numel, itemsize) if sized else ())
         schedule = self._built.get(key)
         if schedule is None:
-            schedule = self._built[key] = algorithms.build(key[0], self.n_ranks, algorithm,
-                                                           ranks_per_node=self.ranks_per_node)
+            schedule = self._built[key] = algorithms.build(collective, self.n_ranks, algorithm,
+                                                           ranks_per_node=self.ranks_per_node, numel=numel,
+                                                           itemsize=itemsize)
         return schedule
 
 
@@ -60,8 +67,8 @@ def count_collective(ledger: CommLedger | None, schedules: ScheduleCache, op: st
     :mod:`ringemu.collectives` records for a VirtualBuffer world, with the world's shared schedule)."""
     if ledger is None:
         return
-    schedule = schedules.get(op, algorithm)
-    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks, schedules.n_ranks), dtype, label, size_only=True)
+    schedule = schedules.get(op, algorithm, numel, resolve_dtype(dtype).itemsize)
+    ledger.record(schedule, layout_for(schedule, numel), dtype, label, size_only=True)
 
 
 _EXIT = ("exit", "", 0, "int32", "")  # how a rank that has returned is shown beside one that still calls
