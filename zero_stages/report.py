@@ -17,7 +17,8 @@ from ringemu.memory import MemoryLedger
 
 from .flat import FlatParams
 
-__all__ = ["StageReport", "parity_with_dp", "parity_mismatches", "build_report", "traffic_ratio", "stage_json",
+__all__ = ["StageReport", "parity_with_dp", "parity_mismatches", "build_report", "traffic_ratio", "traffic_ratios",
+           "stage_json",
            "OVERFLOW_LABEL"]
 
 OVERFLOW_LABEL = "overflow_check"
@@ -194,11 +195,21 @@ def parity_with_dp(report: StageReport, dp_report: StageReport) -> bool:
     return not parity_mismatches(report, dp_report)
 
 
+def traffic_ratios(report: StageReport, dp_report: StageReport) -> list[Fraction | None]:
+    """Per rank: elements it sent in ``report`` over those it sent in ``dp_report`` (None where DP sent nothing)."""
+    return [Fraction(a, b) if b else None for a, b in zip(report.traffic_sent_elements_per_rank,
+                                                          dp_report.traffic_sent_elements_per_rank)]
+
+
 def traffic_ratio(report: StageReport, dp_report: StageReport) -> str | None:
-    """Elements rank 0 sent in ``report`` over those it sent in ``dp_report``, as an exact fraction ("3/2");
+    """The traffic ratio to DP as an exact fraction ("3/2") when every rank has the same one; else the range over
+    ranks, "5/4 to 29/12 (per rank)" (a tree's ranks send unequal shares, so no single rank speaks for all);
     None when DP sends nothing (N = 1, or no steps)."""
-    a, b = report.traffic_sent_elements_per_rank[0], dp_report.traffic_sent_elements_per_rank[0]
-    return str(Fraction(a, b)) if b else None
+    ratios = [r for r in traffic_ratios(report, dp_report) if r is not None]
+    if not ratios:
+        return None
+    low, high = min(ratios), max(ratios)
+    return str(low) if low == high else f"{low} to {high} (per rank)"
 
 
 def stage_json(report: StageReport, dp_report: StageReport) -> dict:
@@ -216,6 +227,7 @@ def stage_json(report: StageReport, dp_report: StageReport) -> dict:
         "traffic_sent_bytes_per_rank": report.traffic_sent_bytes_per_rank,
         "traffic_sent_elements_per_rank": report.traffic_sent_elements_per_rank,
         "traffic_ratio_to_dp": traffic_ratio(report, dp_report),
+        "traffic_ratio_to_dp_per_rank": [None if r is None else str(r) for r in traffic_ratios(report, dp_report)],
         "traffic_by_label": report.traffic_by_label,
         "memory_by_category": report.memory_by_category(),
         "skipped_steps": report.skipped_steps,
