@@ -4,6 +4,8 @@ one-line summaries (the English is the registry's own, ``ringemu.algorithms``); 
 one."""
 from __future__ import annotations
 
+from ..algorithms.summaries_zh import SUMMARIES_ZH as ALGORITHM_SUMMARIES_ZH
+
 __all__ = ["LABELS", "LANGS", "ALGORITHM_SUMMARIES_ZH", "check_lang"]
 
 LANGS = ("en", "zh")
@@ -148,19 +150,6 @@ LABELS = {
         "ex_example_stage": "ZeRO-2、zero2", "final_static": "最终状态（静态）",
         "none": "无",
     },
-}
-
-
-ALGORITHM_SUMMARIES_ZH = {
-    "ring": "环形 reduce-scatter 再环形 all-gather：共 2(N-1) 步",
-    "naive": "每张卡把整个缓冲发给 0 号卡，0 号卡求和后再发回去",
-    "bidirectional-ring": "双向 reduce-scatter 再 all-gather：共 2(N-1) 步，每条链路的字节是单向环的一半",
-    "halving-doubling": "Rabenseifner 算法：递归减半做 reduce-scatter，再递归加倍做 all-gather",
-    "recursive-doubling": "距离 1、2、…、N/2 的两张卡互换整个缓冲并各自相加：共 log2(N) 步",
-    "tree": "二叉树先归约再广播，切成 N 段流水进行",
-    "double-binary-tree": "两棵流水二叉树，各管每个分片的一半；在一棵树里是内部节点的卡，在另一棵里是叶子",
-    "hierarchical-ring": "节点内 reduce-scatter，节点间对分片做 all-reduce，再节点内 all-gather",
-    "gloo": "环形 all-reduce(gloo 的实现）",
 }
 
 
