@@ -126,7 +126,9 @@
     var view = this.mem.view, vs = $(root, "view-select"); vs.innerHTML = "";
     ["states", "peak"].forEach(function (v) { vs.appendChild(el("option", {"value": v}, self.L("view_" + v))); });
     vs.value = view;
-    root.querySelectorAll("[data-preset]").forEach(function (b) { b.setAttribute("aria-pressed", String(b.getAttribute("data-preset") === p.id)); });
+    root.querySelectorAll("[data-preset]").forEach(function (b, i) {
+      b.setAttribute("aria-pressed", String(b.getAttribute("data-preset") === p.id)); b.textContent = self.T(m.presets[i].label);
+    });
     var rs = $(root, "rc-select"); rs.innerHTML = "";
     p.recompute.forEach(function (id) { rs.appendChild(el("option", {"value": id}, self.L("rc_" + id))); });
     rs.value = this.mem.rc;
