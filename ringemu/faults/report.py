@@ -86,18 +86,19 @@ def _stop_trial(schedule, world, fault: Fault, mode: str) -> tuple[bool, bool]:
     return False, False
 
 
-def run_trials(trials: int = 6, seed: int = 0, dtypes=DTYPES, ranks=RANKS) -> list[dict]:
+def run_trials(trials: int = 6, seed: int = 0, dtypes=DTYPES, ranks=RANKS, bar=None) -> list[dict]:
     """One dict per trial: collective, algorithm, n_ranks, dtype, mode, kind, the fault's spec, and per detector
     ``found`` / ``located`` (message faults) or ``watchdog`` (stop), plus the corrupted bit's class."""
     rng = np.random.default_rng(seed)
     rows: list[dict] = []
     with np.errstate(all="ignore"):  # corrupted exponents make infs and NaNs, as they would on a real link
-        _trials(rows, rng, trials, dtypes, ranks)
+        _trials(rows, rng, trials, dtypes, ranks, bar)
     return rows
 
 
-def _trials(rows: list, rng, trials: int, dtypes, ranks) -> None:
+def _trials(rows: list, rng, trials: int, dtypes, ranks, bar=None) -> None:
     for (collective, name), entry in REGISTRY.items():
+        bar and bar.update()  # a progress bar of len(REGISTRY) steps (ringemu.progress), if given
         for n in ranks:
             if entry.unsupported(n) is not None:
                 continue
