@@ -33,7 +33,7 @@ from .launcher import RankError, spawn
 
 __all__ = ["IMPORT_TIMEOUT_S", "ScriptError", "AuditRun", "Audit", "audit_script", "load_script"]
 
-IMPORT_TIMEOUT_S = 10.0  # s: importing a script only defines its functions (the example takes about 0.01 s)
+IMPORT_TIMEOUT_S = 10.0  # s: a script's import should only define functions (and import torch modules)
 
 
 class ScriptError(ValueError):
@@ -114,8 +114,10 @@ class Audit:
         return out
 
 
-def load_script(path: str | Path):
-    """Import the training script; a clear error if it lacks a function the audit calls."""
+def load_script(path: str | Path, import_timeout_s: float | None = None):
+    """Import the training script (in at most ``import_timeout_s``, default ``IMPORT_TIMEOUT_S``); a
+    ScriptError if it cannot be imported or lacks a function the audit calls."""
+    timeout = IMPORT_TIMEOUT_S if import_timeout_s is None else float(import_timeout_s)
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"--script: no such file {str(path)!r}")
@@ -131,10 +133,10 @@ def load_script(path: str | Path):
             failed.append(exc)
     importer = threading.Thread(target=run, name="ringemu-audit-import", daemon=True)
     importer.start()
-    importer.join(IMPORT_TIMEOUT_S)
+    importer.join(timeout)
     if importer.is_alive():  # the daemon thread is left behind; the command exits
-        raise ScriptError(f"--script {path}: importing it took more than {IMPORT_TIMEOUT_S:g} s (a script should "
-                          f"only define its functions at import)")
+        raise ScriptError(f"--script {path}: importing it took more than {timeout:g} s (a script should only "
+                          f"define its functions at import; --import-timeout gives it longer)")
     if failed:
         raise ScriptError(f"--script {path}: cannot be imported: {_one_line(failed[0])}{_where(path, failed[0])}")
     missing = [name for name in _NEEDED if not callable(getattr(module, name, None))]
@@ -208,9 +210,10 @@ def _run(name: str, script, n: int, steps: int, algorithm: str, use_ddp: bool) -
     return run, result.results
 
 
-def audit_script(path: str | Path, n_ranks: int, algorithm: str = "ring", steps: int | None = None) -> Audit:
+def audit_script(path: str | Path, n_ranks: int, algorithm: str = "ring", steps: int | None = None,
+                 import_timeout_s: float | None = None) -> Audit:
     """Run the script's sharding and DDP on ``n_ranks`` thread-ranks; see the module doc."""
-    script = load_script(path)
+    script = load_script(path, import_timeout_s)
     steps = getattr(script, "STEPS", 3) if steps is None else steps
     if isinstance(steps, bool) or not isinstance(steps, int) or not 3 <= steps <= 1000:
         raise ValueError(f"steps must be an integer in 3..1000 (the last step is audited: DDP rebuilds its "
