@@ -151,3 +151,30 @@ def test_audit_script_raising_in_loss_exits_2_naming_the_line(capsys, tmp_path):
     # a generous import time: importing FSDP2 on a loaded machine can take longer than the default 10 s
     one_line_error(capsys, ["audit", "torch", "--script", str(script), "--ranks", "2", "--import-timeout", "600"],
                    "raised ArithmeticError: loss went wrong", f"(line {line}) while training")
+
+
+def test_address_space_left_is_the_limit_less_vmsize():
+    """Read in one child: VmSize before and after the call bracket it (nothing is allocated in between), so
+    address_space_left() = soft limit - VmSize exactly, VmSize in kB of 1024 B (proc(5))."""
+    code = ("from ringemu.memory_guard import address_space_left\n"
+            "def vm():\n"
+            "    line = [l for l in open('/proc/self/status') if l.startswith('VmSize:')][0]\n"
+            "    return int(line.split()[1]) * 1024\n"
+            "a = vm(); left = address_space_left(); b = vm()\n"
+            "print(a, left, b)\n")
+    limit = 3 * 10 ** 9
+    before, left, after = map(int, _limited(limit, code).stdout.split())
+    assert limit - after <= left <= limit - before
+
+
+@pytest.mark.parametrize("n, numel, expected", [
+    # the estimate's terms as collective_run_bytes' docstring lists them, worked by hand for a ring all-reduce of
+    # fp32 (4 B): inputs N·S·4, exact copies N·S·8 + S·8, the padded world N·N·ceil(S/N)·4, the schedule's
+    # 2(N-1)·N rows of 56 B, the (N, N) link counters twice at 8 B, and 4 MiB + 16 KiB per rank of objects
+    (4, 10, 160 + 400 + 192 + 24 * 56 + 256 + 4 * 2 ** 20 + 4 * 16384),
+    # N = 256 > 128: the table is the 128-rank ring's 2·127·128 rows scaled by (256/128)^2 and by 5/4
+    (256, 256, 262144 + 524288 + 2048 + 262144 + 32512 * 4 * 5 // 4 * 56 + 1048576 + 4 * 2 ** 20 + 256 * 16384),
+])
+def test_the_run_estimate_is_the_documented_sum(n, numel, expected):
+    from ringemu.memory_guard import collective_run_bytes
+    assert collective_run_bytes("all-reduce", n, numel, 4) == expected
