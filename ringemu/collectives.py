@@ -39,7 +39,7 @@ from .execute import MODES, run_schedule
 from .faults.plan import as_plan
 from .layout import ChunkLayout
 from .ledger import CommLedger
-from .algorithms import DEFAULT_ALGORITHM, build
+from .algorithms import CONTRACTS, DEFAULT_ALGORITHM, build
 from .schedule import Schedule
 from .virtual import VirtualBuffer
 
@@ -145,12 +145,6 @@ def _check_sum(padded: np.ndarray, layout: ChunkLayout) -> None:
         check_integer_sum(layout.unpad(padded))
 
 
-# (precondition, postconditions) a prebuilt schedule of each collective must declare (Schedule's initial/final,
-# proved by check_provenance): reduce-scatter may leave more than its own chunk reduced ("reduced-all")
-_CONTRACTS = {"reduce-scatter": ("all", ("reduced-own", "reduced-all")), "all-gather": ("own", ("gathered",)),
-              "all-reduce": ("all", ("reduced-all",))}
-
-
 def _schedule_of(collective: str, n: int, algorithm: str, ranks_per_node, schedule: Schedule | None) -> Schedule:
     """The registry's schedule, or the prebuilt ``schedule`` a caller keeps (the emulated world keeps one per
     collective and algorithm, so the kernels' preparation of its table is done once). A prebuilt one must be on
@@ -160,7 +154,7 @@ def _schedule_of(collective: str, n: int, algorithm: str, ranks_per_node, schedu
         return build(collective, n, algorithm, ranks_per_node=ranks_per_node)
     if not isinstance(schedule, Schedule) or schedule.n_ranks != n:
         raise ValueError(f"schedule must be a Schedule of {collective} on {n} ranks; got {schedule!r}")
-    initial, finals = _CONTRACTS[collective]
+    initial, finals = CONTRACTS[collective]  # ringemu.algorithms: what each collective's schedules declare
     if schedule.initial != initial or schedule.final not in finals:
         raise ValueError(f"schedule {schedule.name!r} goes from {schedule.initial!r} to {schedule.final!r}; "
                          f"{collective} needs {initial!r} to {' or '.join(map(repr, finals))}")
