@@ -28,6 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--algorithm", default=DEFAULT_ALGORITHM, choices=names("all-reduce"),
                    help=f"collective algorithm of the backend (default {DEFAULT_ALGORITHM})")
     p.add_argument("--steps", type=int, default=None, help="training steps, >= 3 (default: the script's STEPS, else 3); the last one is audited")
+    p.add_argument("--import-timeout", type=float, default=None, metavar="S",
+                   help="seconds the script's import may take, 0 < S <= 3600 (default 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_audit)
 
@@ -42,7 +44,10 @@ def cmd_audit(args) -> int:
         from ..torch.audit import audit_script
     except ModuleNotFoundError as exc:
         raise ValueError(f"audit torch needs PyTorch ({exc.name} is missing): pip install 'ringemu[torch]'") from None
-    audit = audit_script(args.script, n, args.algorithm, args.steps)
+    timeout = args.import_timeout
+    if timeout is not None and not 0 < timeout <= 3600:  # NaN fails both comparisons
+        raise ValueError(f"--import-timeout must be a number of seconds in (0, 3600]; got {timeout}")
+    audit = audit_script(args.script, n, args.algorithm, args.steps, timeout)
     if args.json:
         print(json.dumps({
             "ranks": n, "algorithm": audit.algorithm, "steps": audit.steps, "psi": audit.psi,

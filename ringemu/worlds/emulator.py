@@ -24,7 +24,7 @@ from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
 from ..checks import check_n_ranks, check_timeout
 from ..execute import MODES
 from ..faults.plan import as_plan
-from ..faults.spec import CollectiveFault
+from ..faults.spec import CollectiveFault, FaultSpecError
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..virtual import VirtualBuffer, is_virtual
@@ -116,6 +116,8 @@ class EmulatedWorld:
         self.timeout = check_timeout(timeout, allow_none=True)
         self.scheduler = scheduler
         self.faults = as_plan(faults)
+        if self.faults is not None:
+            self.faults.check_world(self.n_ranks)  # ranks and N = 1 refused before any rank starts
         # size-only calls share one schedule per (collective, algorithm)
         self.schedules = ScheduleCache(self.n_ranks, self.ranks_per_node)
         self._rendezvous = new_rendezvous(scheduler, self.n_ranks, self.timeout)
@@ -143,7 +145,7 @@ class EmulatedWorld:
         outcome = self._rendezvous.run(body, self._execute)
         if outcome.errors:
             rank, exc = min(outcome.errors, key=lambda e: e[0])
-            if isinstance(exc, RankFailure):
+            if isinstance(exc, (RankFailure, FaultSpecError)):  # a fault the run lacks is bad input: as it is
                 raise exc
             if isinstance(exc, CollectiveFault):  # every rank saw it: name the fault, not rank 0
                 raise RankFailure(str(exc)) from exc
