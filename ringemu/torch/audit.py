@@ -10,6 +10,9 @@ forward, one in backward and a reduce-scatter, each a pass over Ψ, against DDP'
 report names every departure in bytes, measured: each pass's bytes minus half of DDP's, with the element counts
 that explain it — elements beyond Ψ (the sharding's own padding), elements gathered in forward but not again
 in backward (modules kept unsharded after forward, such as the root), and the ring's padding to N chunks.
+
+``barrier()`` is not free in these numbers: the backend counts it as NCCL sends it, a one-element fp32 all-reduce
+by the algorithm (:data:`BARRIER_COUNTING`), and the audit says so with each run's barrier bytes.
 """
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ from torch.nn.parallel import DistributedDataParallel
 from ..ledger import CommLedger
 from .launcher import spawn
 
-__all__ = ["AuditRun", "Audit", "audit_script", "load_script"]
+__all__ = ["AuditRun", "Audit", "audit_script", "load_script", "BARRIER_COUNTING"]
+
+BARRIER_COUNTING = "barrier() counted as NCCL sends it: a one-element fp32 all-reduce (not free)"
 
 _NEEDED = ("make_model", "wrap", "batch", "loss")
 
@@ -41,6 +46,11 @@ class AuditRun:
     def elements(self, collective: str, backward: bool | None = None) -> int:
         return sum(r[2] for r in self.rows if r[0].startswith(collective + ":")
                    and (backward is None or r[0].endswith("(backward)") == backward))
+
+    def barrier_note(self) -> str:
+        """How this run's barriers are counted, with their calls and bytes in the audited step."""
+        calls = sum(r[1] for r in self.rows if r[0].startswith("barrier:"))
+        return f"{BARRIER_COUNTING}; {calls} in the audited step, {self.bytes_of('barrier'):,} B"
 
     def bytes_of(self, collective: str, backward: bool | None = None) -> int:
         return sum(r[3] for r in self.rows if r[0].startswith(collective + ":")

@@ -56,11 +56,13 @@ class _World:
     _scratch: dict = field(default_factory=dict)  # rank -> why, for meetings created after the failure too
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def group(self, name: str, size: int) -> tuple[Meeting, CommLedger]:
+    def group(self, name: str, size: int, ranks: list[int] | None = None) -> tuple[Meeting, CommLedger]:
+        """The meeting and ledger of group ``name`` of ``size`` members (``ranks``: their global ranks)."""
         with self._lock:
             if name not in self._groups:
                 ledger = self.ledger if size == self.n_ranks and not self._groups else CommLedger()
-                meeting = Meeting(size, self.timeout_s)
+                meeting = Meeting(size, self.timeout_s, f"group {name!r} (global ranks {ranks or list(range(size))})",
+                                  ranks)
                 for rank, why in self._failed.items():
                     meeting.fail(rank, why)
                 self._groups[name] = (meeting, ledger)

@@ -3,9 +3,12 @@
 Each rank's n-th collective call on a group joins the n-th :class:`_Slot`; the last rank to arrive checks that
 all ranks asked for the same collective (kind, sizes, dtype, root) and runs it once for everyone, then wakes
 the others. Waits are bounded, as a real engine's watchdog bounds them: a rank that waits longer than the
-group's timeout gets a :class:`CollectiveTimeout` naming the ranks that never arrived and the collective, and a
-rank that fails (its function raised) wakes every waiting rank with a :class:`PeerFailure` naming it. Nothing
-ever waits forever.
+group's timeout gets a :class:`CollectiveTimeout` naming the group (its ranks), the collective and the ranks that
+never arrived, and leaves the collective: it is abandoned, and never runs. The ranks still waiting at it are
+woken with a :class:`CollectiveTimeout` naming the ranks that left, and a rank arriving later raises one too,
+naming the collective and the ranks that left, instead of running it on buffers its peers no longer wait for.
+A rank that fails (its function raised) wakes every waiting rank with a :class:`PeerFailure` naming it.
+Nothing ever waits forever.
 """
 from __future__ import annotations
 
@@ -45,14 +48,19 @@ class _Slot:
     done: bool = False
     error: BaseException | None = None
     waiting: set = field(default_factory=set)
+    left: list = field(default_factory=list)  # ranks that timed out here and left: the collective is abandoned
 
 
 class Meeting:
-    """The meeting point of the ``n_ranks`` thread-ranks of one group; ``timeout_s`` bounds every wait."""
+    """The meeting point of the ``n_ranks`` thread-ranks of one group; ``timeout_s`` bounds every wait;
+    ``name`` says which group it is in errors (``group 'x' (global ranks [0, 2])``); ``ranks`` are the members'
+    global ranks, which errors name (default: 0 .. n_ranks - 1)."""
 
-    def __init__(self, n_ranks: int, timeout_s: float):
+    def __init__(self, n_ranks: int, timeout_s: float, name: str = "the group", ranks: list[int] | None = None):
         self.n_ranks = n_ranks
         self.timeout_s = timeout_s
+        self.name = name
+        self.ranks = list(range(n_ranks)) if ranks is None else list(ranks)
         self._cond = threading.Condition()
         self._calls = [0] * n_ranks  # how many collectives each rank has entered
         self._slots: dict[int, _Slot] = {}
@@ -72,6 +80,8 @@ class Meeting:
             slot = self._slots.setdefault(seq, _Slot([None] * self.n_ranks))
             slot.requests[rank] = request
             slot.arrived += 1
+            if slot.left:
+                self._abandoned(rank, seq, slot, request)
             last = slot.arrived == self.n_ranks
             if not last:
                 self._wait(rank, seq, slot, request)
@@ -88,17 +98,41 @@ class Meeting:
         if slot.error is not None:
             raise slot.error
 
+    def _where(self, seq: int, request: Request) -> str:
+        return f"{request.label} (collective #{seq} of {self.name})"
+
+    def _abandoned(self, rank: int, seq: int, slot: _Slot, request: Request) -> None:
+        """Raise for a rank that reached a collective some ranks already left (timed out): it never runs."""
+        if slot.arrived + len(slot.left) >= self.n_ranks:  # everyone has been here: forget the slot
+            self._slots.pop(seq, None)
+        raise CollectiveTimeout(f"rank {self.ranks[rank]} reached {self._where(seq, request)} after rank(s) "
+                                f"{self._global(slot.left)} timed out there and left ({self.timeout_s:g} s); the "
+                                f"collective was abandoned and does not run")
+
     def _wait(self, rank: int, seq: int, slot: _Slot, request: Request) -> None:
-        ok = self._cond.wait_for(lambda: slot.done or bool(self._failed), timeout=self.timeout_s)
+        ok = self._cond.wait_for(lambda: slot.done or bool(self._failed) or bool(slot.left),
+                                 timeout=self.timeout_s)
         if slot.done:
             return
-        where = f"{request.label} (collective #{seq} of this group)"
+        where = self._where(seq, request)
         if ok and self._failed:
             names = ", ".join(f"rank {r}: {why}" for r, why in sorted(self._failed.items()))
-            raise PeerFailure(f"rank {rank} waited at {where} while another rank failed ({names})")
-        missing = [r for r, req in enumerate(slot.requests) if req is None]
-        raise CollectiveTimeout(f"rank {rank} waited {self.timeout_s:g} s at {where}: rank(s) {missing} never "
+            raise PeerFailure(f"rank {self.ranks[rank]} waited at {where} while another rank failed ({names})")
+        missing = self._global(r for r, req in enumerate(slot.requests) if req is None)
+        slot.arrived -= 1
+        me = self.ranks[rank]
+        if slot.left:  # woken by a peer that timed out and left
+            left = self._global(slot.left)
+            slot.left.append(rank)
+            raise CollectiveTimeout(f"rank {me} waited at {where}: rank(s) {missing} never arrived and rank(s) "
+                                    f"{left} timed out ({self.timeout_s:g} s) and left; the collective was abandoned")
+        slot.left.append(rank)
+        self._cond.notify_all()
+        raise CollectiveTimeout(f"rank {me} waited {self.timeout_s:g} s at {where}: rank(s) {missing} never "
                                 f"arrived")
+
+    def _global(self, group_ranks) -> list[int]:
+        return sorted(self.ranks[r] for r in group_ranks)
 
 
 def _check_agree(seq: int, requests: list[Request]) -> None:
