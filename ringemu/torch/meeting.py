@@ -9,10 +9,16 @@ woken with a :class:`CollectiveTimeout` naming the ranks that left, and a rank a
 naming the collective and the ranks that left, instead of running it on buffers its peers no longer wait for.
 A rank that fails (its function raised) wakes every waiting rank with a :class:`PeerFailure` naming it.
 Nothing ever waits forever.
+
+The hand-off: each rank waits on its own :class:`threading.Event`, and the rank that runs the collective sets
+exactly the events of the ranks waiting at it, so that a small collective costs one wake-up per waiting rank and
+no rank is woken to find that it must wait again (a shared condition variable would wake all of them, one after
+another through its lock, at every change).
 """
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -61,7 +67,8 @@ class Meeting:
         self.timeout_s = timeout_s
         self.name = name
         self.ranks = list(range(n_ranks)) if ranks is None else list(ranks)
-        self._cond = threading.Condition()
+        self._cond = threading.Lock()  # guards the slots, the counts and the failures
+        self._wake = [threading.Event() for _ in range(n_ranks)]  # rank r waits on _wake[r]
         self._calls = [0] * n_ranks  # how many collectives each rank has entered
         self._slots: dict[int, _Slot] = {}
         self._failed: dict[int, str] = {}  # rank -> why it failed
@@ -70,7 +77,8 @@ class Meeting:
         """Record that ``rank`` failed and wake every rank waiting on this group."""
         with self._cond:
             self._failed.setdefault(rank, why)
-            self._cond.notify_all()
+            for slot in self._slots.values():
+                self._set(slot.waiting)
 
     def call(self, rank: int, request: Request, execute: Callable[[list[Request]], None]) -> None:
         """Join this rank's next collective; returns once ``execute(all requests)`` has run (on some rank)."""
@@ -84,8 +92,10 @@ class Meeting:
                 self._abandoned(rank, seq, slot, request)
             last = slot.arrived == self.n_ranks
             if not last:
-                self._wait(rank, seq, slot, request)
-        if last:
+                slot.waiting.add(rank)
+        if not last:
+            self._wait(rank, seq, slot, request)
+        else:
             try:
                 _check_agree(seq, slot.requests)
                 execute(slot.requests)
@@ -94,7 +104,7 @@ class Meeting:
             with self._cond:
                 slot.done = True
                 self._slots.pop(seq, None)
-                self._cond.notify_all()
+                self._set(slot.waiting)
         if slot.error is not None:
             raise slot.error
 
@@ -109,13 +119,27 @@ class Meeting:
                                 f"{self._global(slot.left)} timed out there and left ({self.timeout_s:g} s); the "
                                 f"collective was abandoned and does not run")
 
+    def _set(self, ranks) -> None:
+        for r in ranks:
+            self._wake[r].set()
+
     def _wait(self, rank: int, seq: int, slot: _Slot, request: Request) -> None:
-        ok = self._cond.wait_for(lambda: slot.done or bool(self._failed) or bool(slot.left),
-                                 timeout=self.timeout_s)
-        if slot.done:
-            return
+        """Wait on this rank's event until the collective has run, a rank failed, a peer left, or the timeout."""
+        event, deadline = self._wake[rank], time.monotonic() + self.timeout_s
+        while True:
+            with self._cond:
+                if slot.done:
+                    return
+                if self._failed or slot.left or time.monotonic() >= deadline:
+                    slot.waiting.discard(rank)
+                    self._leave(rank, seq, slot, request)
+                event.clear()  # under the lock: a set() after this check is never lost
+            event.wait(max(0.0, deadline - time.monotonic()))
+
+    def _leave(self, rank: int, seq: int, slot: _Slot, request: Request) -> None:
+        """Raise for a waiting rank that stops waiting (called with the lock held)."""
         where = self._where(seq, request)
-        if ok and self._failed:
+        if self._failed:
             names = ", ".join(f"rank {r}: {why}" for r, why in sorted(self._failed.items()))
             raise PeerFailure(f"rank {self.ranks[rank]} waited at {where} while another rank failed ({names})")
         missing = self._global(r for r, req in enumerate(slot.requests) if req is None)
@@ -127,7 +151,7 @@ class Meeting:
             raise CollectiveTimeout(f"rank {me} waited at {where}: rank(s) {missing} never arrived and rank(s) "
                                     f"{left} timed out ({self.timeout_s:g} s) and left; the collective was abandoned")
         slot.left.append(rank)
-        self._cond.notify_all()
+        self._set(slot.waiting)
         raise CollectiveTimeout(f"rank {me} waited {self.timeout_s:g} s at {where}: rank(s) {missing} never "
                                 f"arrived")
 

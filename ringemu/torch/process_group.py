@@ -35,7 +35,8 @@ from .. import collectives
 from ..torch_tensors import as_flat_numpy, check_tensor
 from .copies import (all_gather_execute, all_to_all_execute, broadcast_execute, gather_execute, scatter_execute,
                      split_sizes)
-from .counting import record_collective
+from ..layout import ChunkLayout
+from .counting import record
 from .meeting import Request
 from .reduce_ops import op_of, reduce_one
 
@@ -70,6 +71,7 @@ class RingemuProcessGroup(dist.ProcessGroup):
         super().__init__(rank, world_size)
         self._rank, self._size, self._world = rank, world_size, world
         self._thread = threading.current_thread()  # c10d creates a group on each rank's own thread
+        self._met = None  # (meeting, ledger), looked up on the first call (c10d names the group after creating it)
 
     def getBackendName(self) -> str:
         return "ringemu"
@@ -95,9 +97,9 @@ class RingemuProcessGroup(dist.ProcessGroup):
 
     def _meeting(self, call: str):
         self._check_thread(call)
-        key = self._group_key()
-        ranks = dist.get_process_group_ranks(self)
-        return self._world.group(key, self._size, ranks)
+        if self._met is None:
+            self._met = self._world.group(self._group_key(), self._size, dist.get_process_group_ranks(self))
+        return self._met
 
     def _join(self, call: str, signature: tuple, payload, execute: Callable[[list], None], result=None):
         meeting, ledger = self._meeting(call)
@@ -119,7 +121,7 @@ class RingemuProcessGroup(dist.ProcessGroup):
                 rows = [p[0][i] for p in pairs]
                 outs = [p[1][i] for p in pairs]
                 reduce_one(collective, kind, factor, rows, outs, ledger, label, algorithm, mode,
-                           lambda shape, dt: self._world.scratch(self._group_key(), shape, dt))
+                           lambda shape, dt: self._world.scratch(self._group_key(), shape, dt), self._world.schedule)
         return execute
 
     # -- reductions -------------------------------------------------------------------------------------------
@@ -162,7 +164,8 @@ class RingemuProcessGroup(dist.ProcessGroup):
                              f"{output.numel()} {output.dtype} and {input.numel()} {input.dtype}")
         mode, algorithm = self._world.mode, self._world.algorithm
         execute = all_gather_execute(algorithm, mode, lambda shards, ledger, label: collectives.all_gather(
-            shards, ledger=ledger, label=label, mode=mode, algorithm=algorithm))
+            shards, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
+            schedule=self._world.schedule("all-gather", len(shards))))
         return self._join("all_gather", (input.numel(), input.dtype), (as_flat_numpy(input), as_flat_numpy(output)),
                           execute)
 
@@ -240,10 +243,10 @@ class RingemuProcessGroup(dist.ProcessGroup):
         return _done_work(tensors)
 
     def barrier(self, opts=BarrierOptions()):
-        algorithm = self._world.algorithm
+        schedule = self._world.schedule("all-reduce", self._size)
 
         def execute(requests, ledger, label):  # nothing to move; the bytes NCCL's one-element all-reduce sends
-            record_collective(ledger, "all-reduce", len(requests), 1, np.float32, label, algorithm)
+            record(ledger, schedule, ChunkLayout(1, schedule.n_chunks, self._size), np.float32, label)
         return self._join("barrier", (), None, execute)
 
     def reduce(self, tensors, opts=None):
