@@ -29,7 +29,7 @@ import numpy as np
 from ringemu.cli.bench import time_interleaved
 from ringemu.dtypes import resolve_dtype
 
-__all__ = ["least_traffic", "measure_floor", "apply_floor", "SANITY"]
+__all__ = ["least_traffic", "check_rates", "measure_floor", "apply_floor", "SANITY"]
 
 SANITY = {"copy": (2 / 3 * 0.8, 1.0 * 1.2), "add": (3 / 4 * 0.8, 1.0 * 1.2)}  # rate / in-place add rate, allowed
 _COUNTED = {"copy": 2, "add": 3, "inplace_add": 3}  # arrays moved per element, as STREAM counts
@@ -42,6 +42,14 @@ def least_traffic(op: str, n: int, padded: int, itemsize: int) -> int:
     and writes N·S·e: 2N·S·e."""
     per = padded * itemsize
     return {"reduce-scatter": (n + 1) * per, "all-gather": n * per, "all-reduce": 2 * n * per}[op]
+
+
+def check_rates(rates: dict) -> list[str]:
+    """What is wrong with measured rates ``{"copy", "add", "inplace_add"}`` (any unit), by the module's sanity
+    check; empty if they are consistent with a bandwidth-bound machine."""
+    relative = {k: rates[k] / rates["inplace_add"] for k in SANITY}
+    return [f"{k} at {relative[k]:.2f}× in-place add (allowed {lo:.2f}–{hi:.2f})"
+            for k, (lo, hi) in SANITY.items() if not lo <= relative[k] <= hi]
 
 
 def _split(fn, n: int, threads: int):
@@ -71,8 +79,7 @@ def measure_floor(nbytes: int, repeats: int, threads: int) -> dict:
     timings = time_interleaved(calls, repeats)
     rates = {k: _COUNTED[k] * a.nbytes / t.median for k, t in timings.items()}
     relative = {k: rates[k] / rates["inplace_add"] for k in ("copy", "add")}
-    failed = [f"{k} at {relative[k]:.2f}× in-place add (allowed {lo:.2f}–{hi:.2f})"
-              for k, (lo, hi) in SANITY.items() if not lo <= relative[k] <= hi]
+    failed = check_rates(rates)
     return {"array_bytes": a.nbytes, "threads": threads, "GBps": {k: v / 1e9 for k, v in rates.items()},
             "relative_to_inplace_add": relative, "best_Bps": max(rates.values()),
             "passed": not failed, "why_not": "; ".join(failed),
