@@ -99,9 +99,9 @@ def _premultiplied(rows: list[np.ndarray], factor: float) -> list[np.ndarray]:
 def reduce_one(collective: str, name: str, factor, rows: list[np.ndarray], outs: list[np.ndarray], ledger,
                label: str, algorithm: str, mode: str, scratch: Callable, schedule_of: Callable | None = None) -> None:
     """One reduce-scatter or all-reduce of op ``name`` over the ranks' flat inputs ``rows``; rank r's result into
-    ``outs[r]``. ``scratch(shape, dtype)`` lends a reusable (N, S) world for all-reduce, so that repeated calls
-    (DDP's buckets) do not pay for fresh memory: the ranks' rows are copied into it, the all-reduce runs in it in
-    place (one kernel pass) and the rows are copied back. ``schedule_of(collective, n)`` returns a prebuilt
+    ``outs[r]``. ``scratch(shape, dtype)`` lends a reusable (N, S) world, so that repeated calls (DDP's buckets,
+    FSDP2's reduce-scatters) do not pay for fresh memory: the ranks' rows are copied into it, the collective runs
+    in it in place (one kernel pass) and the results are copied out. ``schedule_of(collective, n)`` returns a prebuilt
     schedule (the spawn keeps one per collective: building the ring's table is not paid per call)."""
     n = len(rows)
     dtype = rows[0].dtype
@@ -109,15 +109,11 @@ def reduce_one(collective: str, name: str, factor, rows: list[np.ndarray], outs:
         if name == "PREMUL_SUM":
             rows = _premultiplied(rows, factor)
         schedule = schedule_of(collective, n) if schedule_of is not None else None
-        if collective == "all-reduce":
-            world = scratch((n, rows[0].size), dtype)
-            for r, row in enumerate(rows):
-                np.copyto(world[r], row)
-            result = collectives.all_reduce(world, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
-                                            out=world, schedule=schedule)
-        else:
-            result = collectives.reduce_scatter(rows, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
-                                                schedule=schedule)
+        world = scratch((n, rows[0].size), dtype)
+        for r, row in enumerate(rows):
+            np.copyto(world[r], row)
+        run = collectives.all_reduce if collective == "all-reduce" else collectives.reduce_scatter
+        result = run(world, ledger=ledger, label=label, mode=mode, algorithm=algorithm, out=world, schedule=schedule)
         for r in range(n):
             np.copyto(outs[r], result[r])
         if name == "AVG":
