@@ -152,6 +152,26 @@ def _training_step(kind: str, width: int, depth: int, repeats: int):
     return fn
 
 
+def markdown(out: dict) -> str:
+    """docs/torch.md's speed table from one run's results."""
+    h = out["handoff"]
+    lines = [f"| fp32 per rank, N = {out['ranks']} | ringemu backend | threaded group | speed-up | gloo processes "
+             "| speed-up |", "|---|---:|---:|---:|---:|---:|",
+             f"| hand-off alone (`barrier()`) | {h['ringemu'] * 1e6:.0f} µs | {h['threaded'] * 1e6:.0f} µs | "
+             f"{h['threaded'] / h['ringemu']:.2f}× | – | – |"]
+    for r in out["all_reduce"]:
+        gloo = f"{r['gloo'] * 1e3:.1f} ms | {r['gloo'] / r['ringemu']:.2f}×" if r["gloo"] else "– | –"
+        lines.append(f"| all_reduce {r['size']} | {r['ringemu'] * 1e3:.2f} ms | {r['threaded'] * 1e3:.2f} ms | "
+                     f"{r['threaded'] / r['ringemu']:.2f}× | {gloo} |")
+    for r in out["training"]:
+        lines.append(f"| {r['kind']} step, {r['depth']} × Linear({r['width']}, {r['width']}) | {r['ringemu']:.3f} s "
+                     f"| {r['threaded']:.3f} s | {r['threaded'] / r['ringemu']:.2f}× | – | – |")
+    lines.append(f"\nWorld start (a function that returns at once): {out['world_start_s'] * 1e3:.1f} ms. Targets: "
+                 + "; ".join(f"{t['what']} {t['speedup']:.2f}× (≥ {t['need']}×: {'met' if t['met'] else 'not met'})"
+                             for t in out["targets"]) + ".")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, default=8)
@@ -196,6 +216,7 @@ def main() -> None:
                       for what, need in TARGETS.items() if what in speedups]
     print("targets (× torch's threaded group, same run): " + "; ".join(
         f"{t['what']} {t['speedup']:.2f}× (≥ {t['need']}: {'met' if t['met'] else 'not met'})" for t in out["targets"]))
+    print(markdown(out))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
 
