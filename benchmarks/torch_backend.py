@@ -216,9 +216,9 @@ def main() -> None:
                       for what, need in TARGETS.items() if what in speedups]
     print("targets (× torch's threaded group, same run): " + "; ".join(
         f"{t['what']} {t['speedup']:.2f}× (≥ {t['need']}: {'met' if t['met'] else 'not met'})" for t in out["targets"]))
-    print(markdown(out))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
+    print(markdown(out))
 
 
 if __name__ == "__main__":
