@@ -56,6 +56,7 @@ def cmd_audit(args) -> int:
             "sharded": [dict(zip(("label", "calls", "elements", "bytes", "padding_bytes"), r)) for r in audit.user.rows],
             "ddp": [dict(zip(("label", "calls", "elements", "bytes", "padding_bytes"), r)) for r in audit.ddp.rows],
             "departures": [{"what": w, "bytes": str(b), "why": y} for w, b, y in audit.departures()],
+            "barrier": {run.name: run.barrier_note() for run in (audit.user, audit.ddp)},
         }))
         return 0
     print(f"{args.script} on {n} thread-ranks, algorithm {audit.algorithm}, Ψ = {audit.psi:,} parameters; "
@@ -64,6 +65,7 @@ def cmd_audit(args) -> int:
         print(f"{run.name}: {run.step_bytes:,} B per rank per step")
         for label, calls, elements, nbytes, padding in run.rows:
             print(f"  {label:<78} {calls:>3} calls {elements:>12,} elements {nbytes:>14,} B  (ring padding {padding:,} B)")
+        print(f"  {run.barrier_note()}")
     if audit.ddp.step_bytes == 0:
         print("no traffic with one rank: nothing to compare")
         return 0

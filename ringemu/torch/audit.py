@@ -15,6 +15,9 @@ A script that cannot be imported (a syntax error, an exception at import, an imp
 ``IMPORT_TIMEOUT_S``), or whose own code raises while training (``make_model``, ``wrap``, ``batch``, ``loss``, the
 model's forward), is reported as a :class:`ScriptError` (a ValueError: the command line prints one line naming the
 script, the function, the exception and the script's line, and exits 2), not as a traceback.
+
+``barrier()`` is not free in these numbers: the backend counts it as NCCL sends it, a one-element fp32 all-reduce
+by the algorithm (:data:`BARRIER_COUNTING`), and the audit says so with each run's barrier bytes.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..ledger import CommLedger
 from .launcher import RankError, spawn
 
-__all__ = ["IMPORT_TIMEOUT_S", "ScriptError", "AuditRun", "Audit", "audit_script", "load_script"]
+__all__ = ["IMPORT_TIMEOUT_S", "ScriptError", "AuditRun", "Audit", "audit_script", "load_script", "BARRIER_COUNTING"]
 
 IMPORT_TIMEOUT_S = 10.0  # s: a script's import should only define functions (and import torch modules)
 
@@ -52,6 +55,8 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc.msg if isinstance(exc, SyntaxError) else exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
+BARRIER_COUNTING = "barrier() counted as NCCL sends it: a one-element fp32 all-reduce (not free)"
+
 _NEEDED = ("make_model", "wrap", "batch", "loss")
 
 
@@ -67,6 +72,11 @@ class AuditRun:
     def elements(self, collective: str, backward: bool | None = None) -> int:
         return sum(r[2] for r in self.rows if r[0].startswith(collective + ":")
                    and (backward is None or r[0].endswith("(backward)") == backward))
+
+    def barrier_note(self) -> str:
+        """How this run's barriers are counted, with their calls and bytes in the audited step."""
+        calls = sum(r[1] for r in self.rows if r[0].startswith("barrier:"))
+        return f"{BARRIER_COUNTING}; {calls} in the audited step, {self.bytes_of('barrier'):,} B"
 
     def bytes_of(self, collective: str, backward: bool | None = None) -> int:
         return sum(r[3] for r in self.rows if r[0].startswith(collective + ":")
