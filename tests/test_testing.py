@@ -149,8 +149,9 @@ def test_over_counted_traffic_is_caught():
     world = np.ones((8, 100), dtype=np.float32)
     def whole_buffer_each_step(w):  # counts S per step instead of one chunk of ceil(S/N) = 13
         return user_all_reduce(w)[0], [2 * 7 * 100] * 8
-    with pytest.raises(AssertionError, match=r"all-reduce: rank 0 sent 1400 elements; the ledger counts 182 "
-                                             r"\(padding included"):
+    with pytest.raises(AssertionError, match=r"all-reduce: 8 of 8 ranks differ \(padding included.*"
+                                             r"rank 0: you report 1,400 elements sent, ringemu's ledger counts 182; "
+                                             r"rank 1: "):
         assert_matches_ringemu(whole_buffer_each_step, "all-reduce", world, check_traffic="elements")
 
 
@@ -161,7 +162,7 @@ def test_payload_only_traffic_needs_count_padding_false():
     pads = [4, 4, 2, 2]
     assert_matches_ringemu(lambda w: (user_all_reduce(w)[0], [18 - p for p in pads]), "all-reduce", world,
                            check_traffic="elements", count_padding=False)
-    with pytest.raises(AssertionError, match="rank 0 sent 14 elements; the ledger counts 18"):
+    with pytest.raises(AssertionError, match="rank 0: you report 14 elements sent, ringemu's ledger counts 18; rank 1: you report 14"):
         assert_matches_ringemu(lambda w: (user_all_reduce(w)[0], [18 - p for p in pads]), "all-reduce", world,
                                check_traffic="elements")
 

@@ -190,13 +190,14 @@ def check_communicator(make_world: Callable[[int], object], *, name: str = "comm
                        min_ranks: int = 1, max_numel: int = 64, min_numel: int = 0,
                        dtypes: Sequence[str] | None = None, max_examples: int = 20, order: str | None = None,
                        count: str = "payload", orders: Orders | None = None,
-                       expect_order: str | None = None) -> ConformanceReport:
+                       seed: int | None = None, expect_order: str | None = None) -> ConformanceReport:
     """Run the conformance examples (module doc) and return the report; never raises for a wrong result.
 
     N is drawn from [``min_ranks``, ``max_ranks``], S from [``min_numel``, ``max_numel``] (awkward sizes first),
-    the integer blocks' dtype from ``dtypes`` and the floats' from its float types. ``expect_order`` is the older
-    spelling of ``order=NAME``."""
+    the integer blocks' dtype from ``dtypes`` and the floats' from its float types. ``seed`` fixes hypothesis's
+    draws (None: hypothesis picks). ``expect_order`` is the older spelling of ``order=NAME``."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
 
     from .strategies import buffer_sizes, ring_sizes, seeds
@@ -250,7 +251,7 @@ def check_communicator(make_world: Callable[[int], object], *, name: str = "comm
     def search(ex):
         judge_one(ex)
 
-    search()
+    (search if seed is None else hypothesis_seed(seed)(search))()
     wide = max(float_dtypes, key=lambda d: resolve_dtype(d).itemsize)  # the most bits: orders differ most often
     for n in sorted({r for r in (*_DISCRIMINATING_RANKS, max_ranks) if min_ranks <= r <= max_ranks}):
         for s in sorted({v for v in (2 * n + 1, max_numel - 1) if min_numel <= v <= max(max_numel, 2 * n + 1)}):
