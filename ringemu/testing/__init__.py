@@ -32,7 +32,10 @@ from .adapters import ListWorld, ThreadWorld, TorchGroupWorld, lists, per_rank
 from .conformance import assert_conforms, check_communicator, which_orders
 from .local_registry import GLOO_NATIVE, Orders
 from .oracle import OPS, assert_matches_ringemu, run_op, shards_of
-from .strategies import AWKWARD_SIZES, FLOAT_DTYPES, algorithm_names, buffer_sizes, dtype_names, float_worlds, integer_worlds, ring_sizes, seeds
+from .strategies import (AWKWARD_SIZES, FLOAT_DTYPES, algorithm_names, buffer_sizes, dtype_names, float_worlds,
+                         independent_worlds, integer_worlds, ring_sizes, seeds, shard_layouts, sharding_jobs,
+                         uneven_ring_sizes)
+from .optimizer_diff import Difference, assert_sharded_matches, first_difference
 from .recording import SendLog
 from .traffic import assert_traffic
 from .warmup import warm_kernels
@@ -40,4 +43,6 @@ from .warmup import warm_kernels
 __all__ = ["AWKWARD_SIZES", "FLOAT_DTYPES", "OPS", "ring_sizes", "buffer_sizes", "dtype_names", "algorithm_names",
            "seeds", "integer_worlds", "float_worlds", "shards_of", "run_op", "assert_matches_ringemu",
            "assert_traffic", "warm_kernels", "check_communicator", "assert_conforms", "which_orders", "Orders",
-           "GLOO_NATIVE", "SendLog", "ThreadWorld", "ListWorld", "TorchGroupWorld", "per_rank", "lists"]
+           "GLOO_NATIVE", "SendLog", "ThreadWorld", "ListWorld", "TorchGroupWorld", "per_rank", "lists",
+           "independent_worlds", "uneven_ring_sizes", "shard_layouts", "sharding_jobs", "Difference",
+           "first_difference", "assert_sharded_matches"]
