@@ -177,3 +177,16 @@ def test_torch_spawn_fixture_runs_pytorch_code_on_thread_ranks(tmp_path):
     done = _pytest(tmp_path, "-q", "--ringemu-warmup=never")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def test_ringemu_profiles_leave_out_hypothesis_explain_phase():
+    """The explain phase reports lines that ran only in failing examples; under ringemu's oracle those are
+    ringemu's own lines, so both profiles leave it out and keep every other phase (docs/testing.md)."""
+    from hypothesis import Phase, settings
+
+    from ringemu.pytest_plugin import register_profiles
+
+    register_profiles()
+    for name in ("ringemu-dev", "ringemu-ci"):
+        phases = settings.get_profile(name).phases
+        assert Phase.explain not in phases and Phase.shrink in phases and Phase.generate in phases, (name, phases)

@@ -157,7 +157,8 @@ class _Judge:
         differ = [r for r in range(n) if sent[r] != model[r]]
         ranks = ", ".join(f"rank {r} sent {sent[r]:,} B, the {order} order sends {model[r]:,} B" for r in differ)
         others = [o for o in candidates if o != order]
-        return (f"{c}: bytes_sent() of {numel} {dtype_name(dtype)} elements on {n} ranks ({self.count} bytes): "
+        elements = "element" if numel == 1 else "elements"
+        return (f"{c}: bytes_sent() of {numel} {dtype_name(dtype)} {elements} on {n} ranks ({self.count} bytes): "
                 f"{ranks}" + (f"; no other order whose bits match ({', '.join(others)}) sends that either"
                               if others else ""))
 
@@ -275,6 +276,7 @@ def check_communicator(make_world: Callable[[int], object], *, name: str = "comm
 
 def assert_conforms(make_world: Callable[[int], object], **options) -> ConformanceReport:
     """:func:`check_communicator`, raising ``AssertionError`` with the report's text if any property failed."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     report = check_communicator(make_world, **options)
     if not report.ok:
         raise AssertionError(report.text())

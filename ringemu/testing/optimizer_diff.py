@@ -89,6 +89,7 @@ def first_difference(reference: Sequence[Mapping[str, np.ndarray]], sharded: Seq
 
 def assert_sharded_matches(reference, sharded, bounds=None) -> None:
     """:func:`first_difference`, raising ``AssertionError`` with its message when there is one."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     found = first_difference(reference, sharded, bounds)
     if found is not None:
         raise AssertionError(found.message())

@@ -61,6 +61,7 @@ def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, che
     ``algorithm`` names: the expected results are the declared order's, and its traffic model (bytes, payload
     only) the expected traffic.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     if orders is not None and algorithm is not None and (_declared(orders, op, algorithm)):
         return _matches_declared(user_fn, op, world, orders, algorithm, check_traffic)
     if op not in OPS:

@@ -27,6 +27,7 @@ UNITS = ("bytes", "elements")
 def assert_traffic(ledger: CommLedger, *, sent=None, received=None, calls: Iterable[Sequence] | None = None,
                    label: str | Iterable[str] | None = None, unit: str = "bytes", padding: bool = True) -> None:
     """Check ``ledger`` (restricted to ``label``) against ``sent``/``received`` and/or ``calls`` (module doc)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     if not isinstance(ledger, CommLedger):
         raise TypeError(f"ledger must be a CommLedger; got {type(ledger).__name__}")
     if unit not in UNITS:
