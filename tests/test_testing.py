@@ -345,3 +345,26 @@ def test_a_send_log_matches_the_ledger_row_by_row_and_names_every_row_that_diffe
     rows = wrong.differences(ledger)
     assert any(row.startswith("rank 0 sent: yours 1 messages, 7 elements = 28 B; ringemu's ledger") for row in rows)
     assert {row.split(":")[0] for row in rows} >= {"rank 0 sent", "rank 1 sent", "rank 2 sent"}, rows
+
+
+def test_the_oracle_takes_a_declared_order_and_its_traffic():
+    """A user's "sum from the last rank down" all-reduce, declared in a local Orders object: the oracle accepts it
+    with the declared order's results and bytes, and still catches wrong bytes, naming every rank."""
+    from ringemu.testing import Orders
+
+    def last_rank_first(w):
+        total = w[-1].copy()
+        for row in w[-2::-1]:
+            total = total + row
+        return np.broadcast_to(total, w.shape).copy()
+
+    every_rank_sends_all = lambda n, s, itemsize: [s * itemsize] * n  # noqa: E731  (the user's own model)
+    mine = Orders().declare("last first", "all-reduce", results=lambda w: list(last_rank_first(w)),
+                            traffic=every_rank_sends_all)
+    world = np.random.Generator(np.random.PCG64(3)).standard_normal((5, 6)).astype(np.float32)
+    assert_matches_ringemu(lambda w: (last_rank_first(w), [24] * 5), "all-reduce", world, algorithm="last first",
+                           orders=mine, check_traffic="bytes")  # 6 fp32 = 24 B per rank, from the model above
+    with pytest.raises(AssertionError, match="rank 0: you report 20 bytes sent, the declared traffic model gives "
+                                             "24; rank 1: you report 20"):
+        assert_matches_ringemu(lambda w: (last_rank_first(w), [20] * 5), "all-reduce", world,
+                               algorithm="last first", orders=mine, check_traffic="bytes")

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import collectives
-from ..algorithms import op_names, resolve_op
+from ..algorithms import COLLECTIVES, op_names, resolve_op
 from ..checks import is_integer
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
@@ -90,7 +90,7 @@ def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, che
 
 
 def _declared(orders, op: str, name: str) -> bool:
-    return op in ("reduce-scatter", "all-gather", "all-reduce") and name in orders.names(op) and \
+    return op in COLLECTIVES and name in orders.names(op) and \
         name not in orders.__class__(builtin=True).names(op)
 
 
