@@ -36,7 +36,7 @@ from .ledger import CollectiveRecord, CommLedger
 from .schedule import Schedule
 from .units import GB
 
-__all__ = ["LinkClass", "Topology", "NVLINK", "INFINIBAND", "CONTENTIONS", "LinkProfile", "parse_decimal",
+__all__ = ["LinkClass", "Topology", "NVLINK", "INFINIBAND", "PCIE", "CONTENTIONS", "LinkProfile", "parse_decimal",
            "LinkModel", "link_model", "bytes_per_class", "messages", "modelled_time"]
 
 CONTENTIONS = ("port", "link")
@@ -92,6 +92,10 @@ class LinkClass:
 _US = Fraction(1, 10 ** 6)  # seconds per µs
 NVLINK = LinkClass("NVLink", 160 * GB, Fraction("3.4") * _US)  # 160 GB/s: the lesson; 3.4 µs: NCCL hwLat
 INFINIBAND = LinkClass("InfiniBand", 50 * GB, Fraction("9.6") * _US)  # 50 GB/s: the lesson; 9.6 µs: NCCL hwLat
+# PCIe 4.0 ×16 between a GPU and its host, per direction: 16 GT/s per lane × 16 lanes × 128/130 (128b/130b line
+# code) / 8 bits = 31.5 GB/s (PCI-SIG, PCIe Base Specification 4.0, §4.2); the lesson gives no PCIe figure.
+# Latency 0: ZeRO-Offload moves one large copy per bucket each way (Ren et al. 2021, §4.2).
+PCIE = LinkClass("PCIe", Fraction(16 * 10 ** 9 * 16 * 128, 130 * 8))
 
 
 @dataclass(frozen=True)
