@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                               "ringemu.cli.*")),
     ("zero_stages foundations", tuple(f"zero_stages.{m}" for m in (
         "_adam_kernel", "adam", "averaging", "buffers", "flat", "job", "model", "optimizer", "precision",
-        "rank_classes", "step_guard", "workload", "memory", "memory.activations", "memory.closed_forms",
+        "rank_classes", "step_guard", "workload", "quantize", "memory", "memory.activations", "memory.closed_forms",
         "memory.anchor"))),
     ("zero_stages stages", ("zero_stages.stages", "zero_stages.stages.*")),
     ("zero_stages api", ("zero_stages.api", "zero_stages.report")),
