@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("zero_stages foundations", tuple(f"zero_stages.{m}" for m in (
         "_adam_kernel", "adam", "averaging", "buffers", "flat", "job", "model", "optimizer", "precision",
         "rank_classes", "step_guard", "workload", "quantize", "memory", "memory.activations", "memory.closed_forms",
+        "memory.closed_forms_beyond",
         "memory.anchor"))),
     ("zero_stages stages", ("zero_stages.stages", "zero_stages.stages.*")),
     ("zero_stages api", ("zero_stages.api", "zero_stages.report")),
