@@ -101,7 +101,9 @@ def print_beyond(stage: str, report, info: dict) -> None:
         if w["max"] is not None:
             print(f"error against DP after {report.steps} step(s), relative per element: 16-bit weights max "
                   f"{w['max']:.3g} mean {w['mean']:.3g}, fp32 master max {m['max']:.3g} mean {m['mean']:.3g}; "
-                  f"normwise |x - x_DP|/|x_DP|: weights {w['norm']:.3g}, master {m['norm']:.3g} (lossy by design)")
+                  f"normwise |x - x_DP|/|x_DP|: weights {w['norm']:.3g}, master {m['norm']:.3g} "
+                  + ("(lossy by design)" if ("qwZ" in info["cuts"] or "qgZ" in info["cuts"]) else
+                     "(hpZ alone moves no number differently)"))
     elif stage == "offload":
         print(f"PCIe bytes per step: {info['pcie_bytes_per_step']:,} B over all ranks (4Ψ = "
               f"{info['pcie_formula_bytes']:,} B: {'exact' if info['pcie_exact'] else 'DIFFERS'}); per rank "
