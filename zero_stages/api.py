@@ -38,7 +38,8 @@ from .report import StageReport, build_report
 from .step_guard import StepFailed
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
-__all__ = ["STAGES", "ALL_STAGES", "MESH_STAGES", "ZeroPPConfig", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "StepFailed", "train", "run_size_only", "run_job", "training_job",
+__all__ = ["STAGES", "ALL_STAGES", "MESH_STAGES", "ZeroPPConfig", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES",
+           "StepFailed", "train", "run_size_only", "run_job", "training_job", "attach_links",
            "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS", "MAX_TRAINING_STEPS", "SIZE_ONLY_MAX_UNITS",
            "TRAINING_STATE_BUDGET", "TRAINING_WORK_BUDGET", "TRAINING_LINK_BUDGET",
            "MAX_MICRO_BATCH", "MAX_WIDTH", "training_bytes"]

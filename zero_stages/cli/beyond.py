@@ -3,7 +3,8 @@ against its own run, in exact integers, and printed (text) or carried (``--json`
 
 * hsdp: parity with DP (bit for bit expected with ``--grads blocks``: integer sums are exact in any order; with the
   model's float gradients the order differs, RS inside the node then AR across nodes, and so may the bits) and the
-  inter-node bytes per rank per step against 2(R−1)·ceil(ceil(S_u/K)/R)·2 B (:mod:`~zero_stages.memory.closed_forms_beyond`);
+  inter-node bytes per rank per step against 2(R−1)·ceil(ceil(S_u/K)/R)·2 B
+  (:mod:`~zero_stages.memory.closed_forms_beyond`);
 * zeropp: the error against DP after the run (max and mean relative error of the 16-bit weights and the fp32
   master), and the whole world's inter-node bytes over ZeRO-3's on the same mesh, with the scales' bytes apart;
 * offload: PCIe bytes per step (4Ψ over all ranks) and the GPU's model states (2Ψ + 2Ψ/N).

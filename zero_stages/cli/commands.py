@@ -254,6 +254,9 @@ def zero_command(args) -> int:
         raise ValueError("--on-fault needs --fault (without faults no step fails)")
     if args.fault and args.stage == "all":
         raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
+    if args.backend == "torch" and args.stage in BEYOND_STAGES:
+        raise ValueError(f"--stage {args.stage} runs on --backend emulator only (its node and cross-node groups are "
+                         f"the emulated world's)")
     if args.backend == "torch":
         if args.on_fault == "retry":
             raise ValueError("--on-fault retry runs on the emulator backend only (on torch the ranks that lost a "
