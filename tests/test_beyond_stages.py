@@ -245,3 +245,13 @@ def test_cli_bad_mesh_is_one_line_exit_2(capsys, argv, message):
         raise SystemExit(code)
     out, err = capsys.readouterr()
     assert exc.value.code == 2 and message in err and err.count("\n") <= 2
+
+
+def test_zeropp_loss_curve_beside_dp():
+    from zero_stages.cli.beyond import loss_curve
+    dp = train("dp", 8, 4)
+    zpp = train("zeropp", 8, 4, ranks_per_node=4)
+    a, b = loss_curve(zpp, 0), loss_curve(dp, 0)
+    assert len(a) == len(b) == 4
+    assert a[0] == b[0]  # before the first update both hold the same initial weights
+    assert a[1:] != b[1:] and np.allclose(a, b, rtol=1e-2)  # lossy, and still the same training

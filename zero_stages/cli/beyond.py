@@ -17,7 +17,7 @@ import numpy as np
 
 from ..memory import closed_forms_beyond as cf
 
-__all__ = ["PARITY_EXPECTED", "beyond_info", "print_beyond"]
+__all__ = ["PARITY_EXPECTED", "beyond_info", "print_beyond", "loss_curve"]
 
 
 def PARITY_EXPECTED(stage: str, grads: str) -> bool:
@@ -35,11 +35,34 @@ def _relative_error(a, b) -> dict:
     return {"max": float(rel.max()), "mean": float(rel.mean()), "norm": norm}
 
 
+def loss_curve(report, seed: int, micro_batch: int = 4) -> list[float]:
+    """The training loss at every step of a model-gradient run: the 16-bit weights the ranks held before step s
+    (the initial ones for s = 0), run forward on every rank's micro-batch of step s, L = ½·Σ(y − t)²/B averaged
+    over the ranks (the MLP of zero_stages.model with training_job's defaults)."""
+    from ..model import MLP, default_width
+    units = report.unit_sizes
+    model = MLP(units, default_width(units), micro_batch, seed)
+    offsets = np.cumsum((0, *units))
+    wire = report.weights16.dtype
+    before = [np.concatenate([model.init_unit(u).astype(wire) for u in range(len(units))])]
+    before += [h["weights16"] for h in report.history[:-1]]
+    curve = []
+    for step, w16 in enumerate(before):
+        total = 0.0
+        for rank in range(report.n_ranks):
+            x, t = model.micro_batch_for(step, rank)
+            for u in range(len(units)):
+                x = model.forward_unit(u, w16[offsets[u]:offsets[u + 1]], x)
+            total += model.loss(x, t)
+        curve.append(total / report.n_ranks)
+    return curve
+
+
 def _inter_total(report) -> int:
     return sum(d["inter_node"] for d in report.link_bytes_per_rank)
 
 
-def beyond_info(stage: str, report, dp, zero3=None) -> dict:
+def beyond_info(stage: str, report, dp, zero3=None, seed: int | None = None) -> dict:
     """The JSON-ready check of ``stage``'s headline (exact ints; ratios as fraction strings)."""
     units, n, k, steps = report.unit_sizes, report.n_ranks, report.ranks_per_node, max(report.steps, 1)
     out: dict = {"ranks_per_node": k}
@@ -64,6 +87,8 @@ def beyond_info(stage: str, report, dp, zero3=None) -> dict:
                    paper_ratio=str(cf.zeropp_headline_ratio()),
                    weights16_relative_error=_relative_error(report.weights16, dp.weights16),
                    master_relative_error=_relative_error(report.master, dp.master))
+        if seed is not None and report.history and dp.history:  # model gradients: the loss beside DP's
+            out.update(loss_per_step=loss_curve(report, seed), dp_loss_per_step=loss_curve(dp, seed))
     elif stage == "offload":
         pcie = [d["pcie"] // steps for d in report.link_bytes_per_rank]
         out.update(pcie_bytes_per_rank_per_step=pcie, pcie_bytes_per_step=sum(pcie),
@@ -100,6 +125,10 @@ def print_beyond(stage: str, report, info: dict) -> None:
               f"without (paper: {info['paper_ratio']}, i.e. 3Ψ -> 0.75Ψ as N, R grow)")
         w, m = info["weights16_relative_error"], info["master_relative_error"]
         if w["max"] is not None:
+            if "loss_per_step" in info:
+                print("loss per step (before each update): zeropp "
+                      + " ".join(f"{v:.6g}" for v in info["loss_per_step"]) + "; DP "
+                      + " ".join(f"{v:.6g}" for v in info["dp_loss_per_step"]))
             print(f"error against DP after {report.steps} step(s), relative per element: 16-bit weights max "
                   f"{w['max']:.3g} mean {w['mean']:.3g}, fp32 master max {m['max']:.3g} mean {m['mean']:.3g}; "
                   f"normwise |x - x_DP|/|x_DP|: weights {w['norm']:.3g}, master {m['norm']:.3g} "

@@ -283,7 +283,8 @@ def zero_command(args) -> int:
     for s in shown:
         infos[s]["parity_expected"] = PARITY_EXPECTED(s, args.grads)
         if s in BEYOND_STAGES:
-            infos[s]["beyond"] = beyond_info(s, reports[s], dp, reports.get("zero3"))
+            infos[s]["beyond"] = beyond_info(s, reports[s], dp, reports.get("zero3"),
+                                             args.seed if args.grads == "model" else None)
     taken = sum(not skipped for skipped in dp.skipped_steps)
     no_step = args.steps > 0 and taken == 0
     if no_step:  # nothing was trained: equal untrained states are no evidence, and the traffic is not a step's
