@@ -10,6 +10,7 @@ Python ints.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -75,6 +76,6 @@ class HostLink:
                 out[rank] += nbytes
         return out
 
-    def seconds(self, rank: int) -> object:
-        """Rank ``rank``'s copies at PCIe's bandwidth, one after another (exact Fraction)."""
-        return sum((PCIE.seconds(b) for r, _, _, b in self.records if r == rank), start=PCIE.seconds(0) * 0)
+    def seconds(self, rank: int, link=PCIE) -> Fraction:
+        """Rank ``rank``'s copies on ``link`` (default PCIe 4.0 ×16), one after another (exact)."""
+        return sum((link.seconds(b) for r, _, _, b in self.records if r == rank), start=Fraction(0))

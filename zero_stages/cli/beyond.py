@@ -15,6 +15,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ringemu.topology import PCIE
+
 from ..memory import closed_forms_beyond as cf
 
 __all__ = ["PARITY_EXPECTED", "beyond_info", "print_beyond", "loss_curve"]
@@ -91,7 +93,8 @@ def beyond_info(stage: str, report, dp, zero3=None, seed: int | None = None) -> 
             out.update(loss_per_step=loss_curve(report, seed), dp_loss_per_step=loss_curve(dp, seed))
     elif stage == "offload":
         pcie = [d["pcie"] // steps for d in report.link_bytes_per_rank]
-        out.update(pcie_bytes_per_rank_per_step=pcie, pcie_bytes_per_step=sum(pcie),
+        seconds = PCIE.seconds(max(pcie)) if pcie else Fraction(0)  # the busiest rank's copies, one message
+        out.update(pcie_bytes_per_rank_per_step=pcie, pcie_seconds_per_step=str(seconds), pcie_bytes_per_step=sum(pcie),
                    pcie_formula_bytes=cf.offload_pcie_bytes(units),
                    pcie_exact=sum(pcie) == cf.offload_pcie_bytes(units),
                    gpu_model_state_formula_bytes=cf.offload_gpu_bytes(units, n),
@@ -137,7 +140,9 @@ def print_beyond(stage: str, report, info: dict) -> None:
     elif stage == "offload":
         print(f"PCIe bytes per step: {info['pcie_bytes_per_step']:,} B over all ranks (4Ψ = "
               f"{info['pcie_formula_bytes']:,} B: {'exact' if info['pcie_exact'] else 'DIFFERS'}); per rank "
-              f"{sorted(set(info['pcie_bytes_per_rank_per_step']))} B")
+              f"{sorted(set(info['pcie_bytes_per_rank_per_step']))} B, "
+              f"{float(Fraction(info['pcie_seconds_per_step'])) * 1e6:.4g} µs on {PCIE.name} at "
+              f"{float(PCIE.bandwidth) / 1e9:.1f} GB/s")
         print(f"GPU model states {max(report.model_state_bytes_per_rank):,} B per rank (2Ψ + 2·Σceil(S_u/N) = "
               f"{info['gpu_model_state_formula_bytes']:,}; 2Ψ + 2Ψ/N = {info['gpu_model_state_headline_bytes']}); "
               f"host {max(report.host_model_state_bytes_per_rank):,} B per rank")
