@@ -18,8 +18,37 @@ import numpy as np
 from ringemu.topology import PCIE
 
 from ..memory import closed_forms_beyond as cf
+from ..memory.closed_forms import BEYOND_STAGES
+from .arguments import ZEROPP_CUTS
 
-__all__ = ["PARITY_EXPECTED", "beyond_info", "print_beyond", "loss_curve"]
+__all__ = ["PARITY_EXPECTED", "NOT_CLAIMED", "beyond_info", "print_beyond", "loss_curve", "beyond_stages",
+           "zeropp_config"]
+
+NOT_CLAIMED = {"zeropp": "int8 weights and int4 gradients are lossy; the error is below",
+               "hsdp": "float sums in another order: RS inside the node, then AR across nodes; --grads blocks is "
+                       "exact"}
+
+
+def beyond_stages(args, loaded, stages: tuple[str, ...]) -> tuple[str, ...]:
+    """The stages ``ringemu zero`` trains for ``--stage`` (zeropp adds ZeRO-3 on the same mesh, the cross-node
+    ratio's denominator), after checking the flags the stages beyond the four need or refuse."""
+    stage = args.stage
+    if stage in ("hsdp", "zeropp") and args.ranks_per_node is None:
+        raise ValueError(f"--stage {stage} needs --ranks-per-node K (K ranks per node, dividing --ranks)")
+    if args.ranks_per_node is not None and args.ranks % args.ranks_per_node:
+        raise ValueError(f"--ranks-per-node must divide --ranks; got {args.ranks_per_node} for {args.ranks} ranks")
+    if stage in BEYOND_STAGES and (args.checkpoint or loaded is not None or args.fault):
+        raise ValueError(f"--stage {stage} runs without --checkpoint, --resume and --fault")
+    if stage in BEYOND_STAGES and args.backend == "torch":
+        raise ValueError(f"--stage {stage} runs on --backend emulator only (its node and cross-node groups are the "
+                         f"emulated world's)")
+    return ("dp", "zero3", "zeropp") if stage == "zeropp" else stages
+
+
+def zeropp_config(args):
+    """The ZeroPPConfig of ``--zeropp`` (the cuts switched on)."""
+    from ..stages.zeropp import ZeroPPConfig
+    return ZeroPPConfig(**{cut: cut in args.zeropp for cut in ZEROPP_CUTS})
 
 
 def PARITY_EXPECTED(stage: str, grads: str) -> bool:

@@ -21,7 +21,7 @@ from .memory_command import register_memory
 from ..api import DEFAULT_UNIT_SIZES, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, training_bytes, training_job
 from ..checkpoint.save_load import load_checkpoint, resume_job, run_training
 from ..memory.closed_forms import ALL_STAGES, BEYOND_STAGES, STAGES
-from .beyond import PARITY_EXPECTED, beyond_info, print_beyond
+from .beyond import NOT_CLAIMED, PARITY_EXPECTED, beyond_info, beyond_stages, print_beyond, zeropp_config
 from ..precision import LOSS_SCALING_KINDS, WIRE_DTYPES, LossScaling
 from ..report import OVERFLOW_LABEL, StageReport, stage_json
 from ..workload import GRADIENT_SOURCES
@@ -31,11 +31,6 @@ __all__ = ["register", "zero_command", "BACKENDS", "NO_RATIO", "NO_STEP_RATIO"]
 BACKENDS = ("emulator", "torch")
 NO_RATIO = "n/a (DP sends nothing)"  # printed when DP sends no elements (N = 1, or --steps 0)
 NO_STEP_RATIO = "n/a (no step was taken)"  # printed when every step was skipped
-
-
-_NOT_CLAIMED = {"zeropp": "int8 weights and int4 gradients are lossy; the error is below",
-                "hsdp": "float sums in another order: RS inside the node, then AR across nodes; --grads blocks is "
-                        "exact"}
 
 
 def _ratio_text(ratio: str | None) -> str:
@@ -101,7 +96,7 @@ def _print_stage(report: StageReport, info: dict) -> None:
     print(f"\n== {report.name}: parity with DP "
           + ("NOT CHECKED (no step was taken)" if parity is None else "yes" if parity else
              f"NO ({'; '.join(info['parity_mismatches'][:4])})" if expected else
-             f"no, not claimed bit for bit ({_NOT_CLAIMED.get(report.name, '')})"))
+             f"no, not claimed bit for bit ({NOT_CLAIMED.get(report.name, '')})"))
     cats = list(info["memory_by_category"][0])
     print("memory per rank, bytes current/peak")
     print("rank  " + "  ".join(f"{c:>13}" for c in cats) + f"  {'peak total':>11}")
@@ -224,7 +219,7 @@ def _train_stages(args, stages, scaling, loaded, plan) -> dict:
         else:
             job = training_job(args.ranks, args.steps, args.dtype, args.seed, args.grads, args.units,
                                loss_scaling=scaling, ranks_per_node=args.ranks_per_node,
-                               options=_zeropp_config(args) if s == "zeropp" else None)
+                               options=zeropp_config(args) if s == "zeropp" else None)
         saving = args.checkpoint is not None and s == args.stage
         reports[s], writer = run_training(s, job, args.checkpoint if saving else None,
                                           args.save_every if saving else None, algorithm=args.algorithm,
@@ -254,9 +249,8 @@ def zero_command(args) -> int:
         raise ValueError("--on-fault needs --fault (without faults no step fails)")
     if args.fault and args.stage == "all":
         raise ValueError("--fault needs one --stage (dp, zero1, zero2 or zero3): a fault names one run's collective")
-    if args.backend == "torch" and args.stage in BEYOND_STAGES:
-        raise ValueError(f"--stage {args.stage} runs on --backend emulator only (its node and cross-node groups are "
-                         f"the emulated world's)")
+    stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
+    stages = beyond_stages(args, loaded, stages)
     if args.backend == "torch":
         if args.on_fault == "retry":
             raise ValueError("--on-fault retry runs on the emulator backend only (on torch the ranks that lost a "
@@ -265,15 +259,6 @@ def zero_command(args) -> int:
             raise ValueError("--fault needs a registry schedule over send/recv on the torch backend (drop "
                              "--torch-algorithm native)")
         return _torch_command(args, units, scaling)
-    stages = STAGES if args.stage == "all" else ("dp", args.stage) if args.stage != "dp" else ("dp",)
-    if args.stage == "zeropp":
-        stages = ("dp", "zero3", "zeropp")  # ZeRO-3 on the same mesh: the cross-node ratio's denominator
-    if args.stage in ("hsdp", "zeropp") and args.ranks_per_node is None:
-        raise ValueError(f"--stage {args.stage} needs --ranks-per-node K (K ranks per node, dividing --ranks)")
-    if args.ranks_per_node is not None and args.ranks % args.ranks_per_node:
-        raise ValueError(f"--ranks-per-node must divide --ranks; got {args.ranks_per_node} for {args.ranks} ranks")
-    if args.stage in BEYOND_STAGES and (args.checkpoint or loaded is not None or args.fault):
-        raise ValueError(f"--stage {args.stage} runs without --checkpoint, --resume and --fault")
     _check_fits(args, tuple(s if s in STAGES else "zero2" for s in stages), units)
     plan = FaultPlan(tuple(args.fault), retry=args.on_fault == "retry") if args.fault else None
     reports = _train_stages(args, stages, scaling, loaded, plan)
@@ -315,7 +300,3 @@ def zero_command(args) -> int:
         return 1
     return 0 if all(i["parity_with_dp"] or not i["parity_expected"] for i in infos.values()) else 1
 
-
-def _zeropp_config(args):
-    from ..stages.zeropp import ZeroPPConfig
-    return ZeroPPConfig(**{cut: cut in args.zeropp for cut in ZEROPP_CUTS})
