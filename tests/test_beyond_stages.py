@@ -255,3 +255,9 @@ def test_zeropp_loss_curve_beside_dp():
     assert len(a) == len(b) == 4
     assert a[0] == b[0]  # before the first update both hold the same initial weights
     assert a[1:] != b[1:] and np.allclose(a, b, rtol=1e-2)  # lossy, and still the same training
+
+
+def test_cli_zeropp_cuts_only_with_zeropp(capsys):
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["zero", "--stage", "zero3", "--ranks", "4", "--zeropp", "hpz"]))
+    assert exc.value.code == 2 and "--zeropp" in capsys.readouterr().err

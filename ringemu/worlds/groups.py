@@ -34,7 +34,6 @@ __all__ = ["PARTITION_KINDS", "Partition", "GroupCommunicator", "group_communica
            "all_to_all_schedule", "group_schedule", "group_layout", "execute_group", "group_result_shape"]
 
 PARTITION_KINDS = ("node", "cross")
-GROUP_OPS = ("reduce_scatter", "all_gather", "all_reduce", "all_to_all")
 
 
 @dataclass(frozen=True)

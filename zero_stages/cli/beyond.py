@@ -39,6 +39,8 @@ def beyond_stages(args, loaded, stages: tuple[str, ...]) -> tuple[str, ...]:
         raise ValueError(f"--ranks-per-node must divide --ranks; got {args.ranks_per_node} for {args.ranks} ranks")
     if stage in BEYOND_STAGES and (args.checkpoint or loaded is not None or args.fault):
         raise ValueError(f"--stage {stage} runs without --checkpoint, --resume and --fault")
+    if args.zeropp is not None and stage != "zeropp":
+        raise ValueError(f"--zeropp chooses the cuts of --stage zeropp; got it with --stage {stage}")
     if stage in BEYOND_STAGES and args.backend == "torch":
         raise ValueError(f"--stage {stage} runs on --backend emulator only (its node and cross-node groups are the "
                          f"emulated world's)")
@@ -48,7 +50,8 @@ def beyond_stages(args, loaded, stages: tuple[str, ...]) -> tuple[str, ...]:
 def zeropp_config(args):
     """The ZeroPPConfig of ``--zeropp`` (the cuts switched on)."""
     from ..stages.zeropp import ZeroPPConfig
-    return ZeroPPConfig(**{cut: cut in args.zeropp for cut in ZEROPP_CUTS})
+    cuts = ZEROPP_CUTS if args.zeropp is None else args.zeropp
+    return ZeroPPConfig(**{cut: cut in cuts for cut in ZEROPP_CUTS})
 
 
 def PARITY_EXPECTED(stage: str, grads: str) -> bool:

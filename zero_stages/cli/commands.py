@@ -15,7 +15,7 @@ from ringemu.blocks import EXACT_LIMITS
 from ringemu.faults.plan import FaultPlan
 from ringemu.memory_guard import check_fits
 
-from .arguments import (ZEROPP_CUTS, algorithm_argument, integer, positive, ranks_per_node_argument, unit_list,
+from .arguments import (algorithm_argument, integer, positive, ranks_per_node_argument, unit_list,
                         zeropp_cuts)
 from .memory_command import register_memory
 from ..api import DEFAULT_UNIT_SIZES, MAX_TRAINING_RANKS, MAX_TRAINING_STEPS, training_bytes, training_job
@@ -81,7 +81,7 @@ def register(subparsers) -> None:
     z.add_argument("--on-fault", choices=("raise", "retry"), default="raise",
                    help="after rolling the failed step back: stop with an error (default), or run the step again")
     ranks_per_node_argument(z)
-    z.add_argument("--zeropp", type=zeropp_cuts, default=ZEROPP_CUTS, metavar="CUTS",
+    z.add_argument("--zeropp", type=zeropp_cuts, default=None, metavar="CUTS",
                    help="zeropp: the cuts switched on, comma-separated from qwz, hpz, qgz, or none (default all)")
     z.add_argument("--json", action="store_true", help="print one JSON object on one line")
     z.set_defaults(handler=zero_command)
