@@ -39,7 +39,7 @@ from .ledger import CollectiveRecord, CommLedger
 from .schedule import Schedule
 from .units import GB
 
-__all__ = ["LinkClass", "Topology", "NVLINK", "INFINIBAND", "NCCL_BASE_LATENCY", "CONTENTIONS", "LinkProfile", "parse_decimal",
+__all__ = ["LinkClass", "Topology", "NVLINK", "INFINIBAND", "NCCL_BASE_LATENCY", "PCIE", "CONTENTIONS", "LinkProfile", "parse_decimal",
            "LinkModel", "link_model", "bytes_per_class", "messages", "modelled_time"]
 
 CONTENTIONS = ("port", "link")
@@ -97,6 +97,10 @@ _US = Fraction(1, 10 ** 6)  # seconds per µs
 NVLINK = LinkClass("NVLink", 160 * GB, Fraction("3.4") * _US)
 INFINIBAND = LinkClass("InfiniBand", 50 * GB, Fraction("14.0") * _US)
 NCCL_BASE_LATENCY = Fraction("8.4") * _US  # baseLatencies[Ring|Tree][Simple], the same file: once per collective
+# PCIe 4.0 ×16 between a GPU and its host, per direction: 16 GT/s per lane × 16 lanes × 128/130 (128b/130b line
+# code) / 8 bits = 31.5 GB/s (PCI-SIG, PCIe Base Specification 4.0, §4.2); the lesson gives no PCIe figure.
+# Latency 0: ZeRO-Offload moves one large copy per bucket each way (Ren et al. 2021, §4.2).
+PCIE = LinkClass("PCIe", Fraction(16 * 10 ** 9 * 16 * 128, 130 * 8))
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,12 @@ class StageReport:
     history: list[dict] = field(default_factory=list)
     skipped_steps: list[bool] = field(default_factory=list)
     loss_scales: list[float] = field(default_factory=list)
+    # beyond the four stages (zero_stages.api.attach_links): K, bytes sent per link class per rank
+    # ({"intra_node", "inter_node", "pcie"}), the host's model states (offload) and zeropp's cuts
+    ranks_per_node: int | None = None
+    link_bytes_per_rank: list[dict] = field(default_factory=list)
+    host_model_state_bytes_per_rank: list[int] = field(default_factory=list)
+    options: str = ""
 
     def _repr_html_(self) -> str:
         """Notebooks: memory per rank by category (current / peak) and traffic per collective label."""
@@ -232,4 +238,8 @@ def stage_json(report: StageReport, dp_report: StageReport) -> dict:
         "memory_by_category": report.memory_by_category(),
         "skipped_steps": report.skipped_steps,
         "loss_scales": report.loss_scales,
+        "ranks_per_node": report.ranks_per_node,
+        "bytes_per_link_class_per_rank": report.link_bytes_per_rank,
+        "host_model_state_bytes_per_rank": report.host_model_state_bytes_per_rank,
+        "options": report.options,
     }
