@@ -106,7 +106,7 @@ class Algorithm:
 # The family modules of this package, in the catalog's display order: adding an algorithm is one new module and
 # its name here.
 _FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "engines",
-             "ompi_allreduce", "ompi_reduce_scatter", "ompi_allgather")
+             "ompi_allreduce", "ompi_reduce_scatter", "ompi_allgather", "ompi_decision")
 
 
 def _families():
