@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..schedule import Schedule, check_n_ranks
+from ..schedule import Schedule, check_n_ranks, new_table
 from . import Algorithm
 from . import halving_doubling, recursive_doubling, ring
 from .ompi_common import ADD, COPY, ENGINE, SOURCE_TAG, Ranges, block_bounds, pow2_below
@@ -73,16 +73,23 @@ def ompi_ring(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
     n = check_n_ranks(n_ranks)
     if n > 1 and numel < n:
         return ompi_recursive_doubling(n, numel=numel)
-    r = Ranges(numel)
     blocks = block_bounds(numel, n)
+    if n == 1:
+        return _done(Ranges(numel), "ring", n, blocks)
+    # every block holds at least one element here (count >= N), so block b is chunk b: the table is written
+    # directly, 2(N-1) steps of N rows (step, src r, dst r+1, block, op)
+    m = n - 1
     ranks = np.arange(n, dtype=np.int64)
-    for s in range(n - 1 if n > 1 else 0):
-        b = (ranks - s) % n
-        r.step((ranks, (ranks + 1) % n, blocks[b], blocks[b + 1], ADD))
-    for k in range(n - 1 if n > 1 else 0):
-        b = (ranks + 1 - k) % n
-        r.step((ranks, (ranks + 1) % n, blocks[b], blocks[b + 1], COPY))
-    return _done(r, "ring", n, blocks)
+    steps = np.arange(2 * m, dtype=np.int64)[:, None]
+    table = new_table(2 * m * n)
+    table[:, 0] = np.broadcast_to(steps, (2 * m, n)).reshape(-1)
+    table[:, 1] = np.broadcast_to(ranks, (2 * m, n)).reshape(-1)
+    table[:, 2] = np.broadcast_to((ranks + 1) % n, (2 * m, n)).reshape(-1)
+    shift = np.where(steps < m, -steps, 1 - (steps - m))  # reduce-scatter: r - s; all-gather: r + 1 - k
+    table[:, 3] = ((ranks[None, :] + shift) % n).reshape(-1)
+    table[:, 4] = np.where(np.arange(2 * m * n) < m * n, ADD, COPY)
+    return Schedule("ompi_ring_all_reduce", n, n, 2 * m, table, "all", "reduced-all", False,
+                    tuple(int(b) for b in blocks))
 
 
 def _linear_bcast(r: Ranges, n: int) -> None:
@@ -192,8 +199,8 @@ ALGORITHMS = (
               "(same bits at any segment size)", _SRC + "ompi_coll_base_allreduce_intra_ring_segmented",
               ENGINE, _ring_cost, options=_SIZED),
     Algorithm("all-reduce", "ompi:recursive-doubling", ompi_recursive_doubling,
-              "whole-vector exchanges at distance 1, 2, 4, ...; non-powers of two fold even ranks into odd ones "
-              "(the plain recursive-doubling entry's adds)", _SRC + "ompi_coll_base_allreduce_intra_recursivedoubling",
+              "whole-vector exchanges at distance 1, 2, 4, ...; non-powers of two fold even ranks into odd ones: "
+              "bit for bit the plain recursive-doubling all-reduce", _SRC + "ompi_coll_base_allreduce_intra_recursivedoubling",
               ENGINE, recursive_doubling._ar_cost, options=_SIZED),
     Algorithm("all-reduce", "ompi:rabenseifner", ompi_rabenseifner,
               "recursive halving (lower rank keeps floor(w/2) elements) then recursive doubling; fold by halves; "
