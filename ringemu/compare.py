@@ -214,6 +214,10 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
     name_of_dtype, dt = _check(collective, topology, dtype)
     sizes = sorted({check_numel(s) for s in sizes})
     runnable, refused = _runnable(collective, topology.n_ranks)
+    sized = [name for name in runnable if algorithms.algorithm(collective, name).sized]  # engine orders
+    runnable = [name for name in runnable if name not in sized]
+    refused = refused + [(name, "cut for each buffer size (an engine's own partition): in the table, not swept")
+                         for name in sized]
     profiles = {}
     sized = {name for name in runnable if algorithms.algorithm(collective, name).sized}
     for name in runnable:  # each schedule is built and walked once; each size only re-prices its chunks

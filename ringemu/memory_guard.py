@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import algorithms
 from .layout import ChunkLayout
+from .partition import layout_for
 
 __all__ = ["NotEnoughMemory", "address_space_left", "available_bytes", "check_fits", "collective_run_bytes", "schedule_table_bytes"]
 
@@ -76,18 +77,18 @@ def available_bytes() -> int | None:
     return min(found) if found else None
 
 
-def _sample(collective: str, n_ranks: int, algorithm: str):
-    """The schedule at min(N, the sample size); an engine order that cuts each buffer its own way is sampled on a
-    buffer of 64 elements per rank and 4-byte elements (its table's size, not its partition, is what counts)."""
-    n = min(n_ranks, _SAMPLE_RANKS)
-    return algorithms.build(collective, n, algorithm, numel=64 * n, itemsize=4)
+def _sample(collective: str, n_ranks: int, algorithm: str, numel: int = 1, itemsize: int = 4):
+    """The schedule at min(N, _SAMPLE_RANKS) ranks (an engine order: cut for ``numel`` elements of ``itemsize``)."""
+    return algorithms.build(collective, min(n_ranks, _SAMPLE_RANKS), algorithm, numel=numel, itemsize=itemsize)
 
 
-def schedule_table_bytes(collective: str, n_ranks: int, algorithm: str = algorithms.DEFAULT_ALGORITHM) -> int:
+def schedule_table_bytes(collective: str, n_ranks: int, algorithm: str = algorithms.DEFAULT_ALGORITHM,
+                         numel: int = 1, itemsize: int = 4) -> int:
     """Bytes of the schedule's transfer table and the kernels' indexes over it. Built for real up to
     ``_SAMPLE_RANKS`` ranks; above, the transfers counted at that size are scaled by (N / sample)², which bounds
-    every algorithm of at most N² transfers up to the (N−1)/N-type factors, here covered by a factor 1.25."""
-    sample = _sample(collective, n_ranks, algorithm)
+    every algorithm of at most N² transfers up to the (N−1)/N-type factors, here covered by a factor 1.25.
+    ``numel`` and ``itemsize`` reach the engine orders, which are cut for one buffer."""
+    sample = _sample(collective, n_ranks, algorithm, numel, itemsize)
     if n_ranks <= _SAMPLE_RANKS:
         return sample.n_transfers * TABLE_ROW_BYTES
     return sample.n_transfers * n_ranks * n_ranks * 5 // (_SAMPLE_RANKS * _SAMPLE_RANKS * 4) * TABLE_ROW_BYTES
@@ -97,15 +98,18 @@ def collective_run_bytes(collective: str, n_ranks: int, numel: int, itemsize: in
                          algorithm: str = algorithms.DEFAULT_ALGORITHM) -> int:
     """Estimated peak bytes of ``ringemu run``: inputs and their 8-byte exact copies, the padded world, the
     schedule table and indexes, and the (N, N) link counters."""
-    sample = _sample(collective, n_ranks, algorithm)
+    sample = _sample(collective, n_ranks, algorithm, numel, itemsize)
     chunks = n_ranks if sample.n_chunks == sample.n_ranks else sample.n_chunks  # a chunk per rank, or fixed
     padded = ChunkLayout(numel, chunks).padded_numel
+    if sample.partition is not None:  # an engine's own cut: slots of its largest chunk (at the sample's N)
+        padded = max(padded, layout_for(sample, numel).padded_numel)
     inputs = n_ranks * numel * itemsize
     wide = n_ranks * numel * 8 + numel * 8  # int64/float64 copy for the independent sum, and the sum itself
     world = n_ranks * padded * itemsize
     links = 2 * n_ranks * n_ranks * 8
     objects = FIXED_BYTES + RANK_BYTES * n_ranks
-    return inputs + wide + world + schedule_table_bytes(collective, n_ranks, algorithm) + links + objects
+    return inputs + wide + world + schedule_table_bytes(collective, n_ranks, algorithm, numel, itemsize) + links \
+        + objects
 
 
 def _gib(nbytes: int) -> str:

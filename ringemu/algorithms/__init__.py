@@ -109,7 +109,8 @@ class Algorithm:
 
 # The family modules of this package, in the catalog's display order: adding an algorithm is one new module and
 # its name here.
-_FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "engines")
+_FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "engines",
+             "ompi_allreduce", "ompi_reduce_scatter", "ompi_allgather", "ompi_decision")
 
 
 def _families():

@@ -29,7 +29,8 @@ def communicator_algorithms() -> tuple[str, ...]:
     """The registry's algorithm names that a Communicator can run: those built for all three collectives, in
     catalog order."""
     return tuple(a for a in algorithms.names()
-                 if all((c, a) in algorithms.REGISTRY for c in algorithms.COLLECTIVES))
+                 if all((c, a) in algorithms.REGISTRY and not algorithms.REGISTRY[(c, a)].sized
+                        for c in algorithms.COLLECTIVES))  # engine orders, cut per buffer: call the collectives
 
 
 def check_algorithm(name: object, n_ranks: int, ranks_per_node: int | None = None) -> str:
