@@ -106,6 +106,7 @@ class Algorithm:
 # The family modules of this package, in the catalog's display order: adding an algorithm is one new module and
 # its name here.
 _FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "engines")
+_FAMILIES += ("mpich_allreduce", "mpich_reduce_scatter", "mpich_allgather", "mpich_decision")  # MPICH 5.0
 
 
 def _families():
