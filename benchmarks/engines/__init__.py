@@ -14,3 +14,4 @@ One module per engine (``gloo``, ``ompi``, ``mpich``, ``xla``), each with the sa
 ``.ci/run`` and ENGINES.md beside the project.
 """
 ENGINES: tuple[str, ...] = ()  # one module each; added as each engine's harness lands: gloo, ompi, mpich, xla
+ENGINES += ("mpich",)
