@@ -60,12 +60,15 @@ def dtype_names(names: Sequence[str] = tuple(DTYPES)):
 
 
 def algorithm_names(collective: str | None = None, n_ranks: int | None = None):
-    """Algorithm names of the registry (for ``collective``, or any), shrinking towards the first (the ring);
-    with ``n_ranks``, only those that support that many ranks."""
-    names = [a for a in algorithms.names(collective)
+    """Algorithm names of the registry (for ``collective``; without one, the names that every collective has for
+    any buffer length, which a Communicator runs), shrinking towards the first (the ring); with ``n_ranks``, only
+    those that support that many ranks."""
+    everywhere = [a for a in algorithms.names(collective)
+                  if collective or all((c, a) in algorithms.REGISTRY and not algorithms.REGISTRY[(c, a)].sized
+                                       for c in algorithms.COLLECTIVES)]
+    names = [a for a in everywhere
              if n_ranks is None or all(algorithms.algorithm(c, a).unsupported(n_ranks) is None
-                                       for c in ((collective,) if collective else algorithms.COLLECTIVES)
-                                       if (c, a) in algorithms.REGISTRY)]
+                                       for c in ((collective,) if collective else algorithms.COLLECTIVES))]
     if not names:
         raise ValueError(f"no algorithm of {collective or 'any collective'} supports n_ranks={n_ranks}")
     return _st().sampled_from(names)

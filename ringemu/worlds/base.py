@@ -27,9 +27,10 @@ NATIVE = "native"  # a real engine's own collectives (the torch backend); every 
 
 def communicator_algorithms() -> tuple[str, ...]:
     """The registry's algorithm names that a Communicator can run: those built for all three collectives, in
-    catalog order."""
+    catalog order, each for any buffer (an engine order cut for one buffer length is run by the collectives)."""
     return tuple(a for a in algorithms.names()
-                 if all((c, a) in algorithms.REGISTRY for c in algorithms.COLLECTIVES))
+                 if all((c, a) in algorithms.REGISTRY and not algorithms.REGISTRY[(c, a)].sized
+                        for c in algorithms.COLLECTIVES))
 
 
 def check_algorithm(name: object, n_ranks: int, ranks_per_node: int | None = None) -> str:
