@@ -98,7 +98,8 @@ def expected_results(collective: str, world: np.ndarray, order: str) -> list[np.
     """Every rank's result of ``collective`` on ``world`` (N, S) when the sums follow ``order`` (an algorithm name
     of :func:`ringemu.algorithms.names`, or :data:`GLOO_NATIVE`), or None where that algorithm does not support N
     ranks. All-gather: rank r contributes chunk r of its own row; reduce-scatter: rank r's shard is chunk r of
-    ``ChunkLayout(S, N)`` of the all-reduce in the same order (the Communicator's guarantee). No ledger is touched."""
+    ``ChunkLayout(S, N)`` of the all-reduce in the same order (the Communicator's guarantee), or, for an order
+    that is a reduce-scatter of its own (an engine's), that reduce-scatter's shard r. No ledger is touched."""
     n, numel = world.shape
     layout = ChunkLayout(numel, n)
     if order == GLOO_NATIVE:
@@ -108,6 +109,13 @@ def expected_results(collective: str, world: np.ndarray, order: str) -> list[np.
         if algorithms.algorithm(collective, order).unsupported(n) is not None:
             return None
         rows = run_op("all-gather", world, algorithm=order)
+    elif collective == "reduce-scatter" and (("all-reduce", order) not in algorithms.REGISTRY
+                                             or algorithms.algorithm(collective, order).sized):
+        # a reduce-scatter of its own (an engine's, not an all-reduce keeping a shard): its shards as it leaves them
+        if algorithms.algorithm(collective, order).unsupported(n) is not None:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            return [np.array(shard) for shard in run_op("reduce-scatter", world, algorithm=order)]
     else:
         if any(algorithms.algorithm(c, order).unsupported(n) is not None for c in (collective, "all-reduce")):
             return None
