@@ -111,6 +111,7 @@ class Algorithm:
 # its name here.
 _FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "engines",
              "ompi_allreduce", "ompi_reduce_scatter", "ompi_allgather", "ompi_decision")
+_FAMILIES += ("mpich_allreduce", "mpich_reduce_scatter", "mpich_allgather", "mpich_decision")  # MPICH 5.0
 
 
 def _families():

@@ -31,6 +31,7 @@ import numpy as np
 from .. import algorithms
 from ..checks import check_budget, check_n_ranks, check_numel
 from ..dtypes import dtype_name, resolve_dtype
+from ..worlds import communicator_algorithms  # one schedule per op, built once: names for any buffer
 from ..execute import default_threads, run_schedule
 from ..layout import ChunkLayout
 from ..partition import layout_for
@@ -334,7 +335,7 @@ def register(subparsers) -> None:
     p.add_argument("--repeats", type=int, default=None, help="timed runs per case (default 5)")
     p.add_argument("--quick", action="store_true", help="smoke run: N = 4, S = 2^16, 3 runs (about a second)")
     p.add_argument("--algorithm", choices=communicator_algorithms(), default=algorithms.DEFAULT_ALGORITHM,
-                   help=f"the schedules' algorithm, from the catalog (default {algorithms.DEFAULT_ALGORITHM})")
+                   help=f"the schedules' algorithm, from the catalog's whole families (default {algorithms.DEFAULT_ALGORITHM})")
     p.add_argument("--no-scale", action="store_true",
                    help="skip the emulated-world latency and the size-only scale points")
     p.add_argument("--json", action="store_true", help="print one JSON object")
