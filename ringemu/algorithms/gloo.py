@@ -117,19 +117,19 @@ def _all_reduce_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fr
 
 _SOURCE = ("gloo @ cc441984208d0b54b4fc614301f41e82e951e5cd (torch 2.13.0 ProcessGroupGloo): {}")
 _ENGINE = "gloo (torch 2.13 ProcessGroupGloo, CPU)"
-_SIZED = ("numel", "itemsize")
+_SIZED = dict(options=("numel", "itemsize"), average=None)  # gloo has no ReduceOp.AVG
 ALGORITHMS = (
     Algorithm("reduce-scatter", "gloo:ring", gloo_reduce_scatter,
               "gloo's ring all-reduce of the whole buffer, each rank keeping its own shard: the all-reduce's bits "
               "and bytes, 2.00x a ring reduce-scatter's",
               _SOURCE.format("ProcessGroupGloo.cpp reduce_scatter_tensor_coalesced, gloo/allreduce.cc ring()"),
-              _ENGINE, _all_reduce_cost, options=_SIZED),
+              _ENGINE, _all_reduce_cost, **_SIZED),
     Algorithm("all-gather", "gloo:ring", gloo_all_gather,
               "forward ring over shard halves, 2(N-1) steps; halves cut in elements (gloo cuts at byte inBytes/2: "
               "for an odd shard each half message departs from gloo's by half an element)",
-              _SOURCE.format("gloo/allgather.cc allgather()"), _ENGINE, _ring_half, options=_SIZED),
+              _SOURCE.format("gloo/allgather.cc allgather()"), _ENGINE, _ring_half, **_SIZED),
     Algorithm("all-reduce", "gloo:ring", gloo_all_reduce,
               "ring to rank-1, pipelined over >= 2N segments of <= 1 MiB: 2(N-1)·segments/N steps",
               _SOURCE.format("gloo/allreduce.cc allreduce() -> ring()"), _ENGINE, _all_reduce_cost,
-              options=_SIZED),
+              **_SIZED),
 )

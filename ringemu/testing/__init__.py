@@ -8,8 +8,6 @@
 * :mod:`ringemu.testing.conformance` — :func:`~ringemu.testing.conformance.check_communicator`: your whole
   Communicator (a torch.distributed group, an mpi4py communicator, your own class) over drawn awkward worlds;
 * :mod:`ringemu.testing.traffic` — :func:`assert_traffic`: a ledger against expected bytes or collective calls;
-* :mod:`ringemu.testing.gloo_order` — a model of the order in which torch's gloo adds floats (a reference order of
-  the conformance suite and the oracle of the torch backend's tests);
 * :mod:`ringemu.testing.warmup` — :func:`warm_kernels`, which the pytest plugin (:mod:`ringemu.pytest_plugin`)
   calls once per session so that no hypothesis example pays for compiling.
 

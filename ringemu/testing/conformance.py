@@ -15,7 +15,7 @@ Per collective the report says:
 * **bits** — on floats, which orders of addition reproduce every rank's bits on every example: each algorithm
   ringemu's registry names for that collective (:func:`ringemu.algorithms.names`: the ring, trees, halving-doubling,
   ...; one that does not support the example's N is not judged on it) and, for sums, gloo's own order
-  (:data:`GLOO_NATIVE`, :mod:`ringemu.testing.gloo_order`); ``none`` if no order does;
+  (:data:`GLOO_NATIVE`, the registry's ``gloo:ring``); ``none`` if no order does;
 * **bytes** — if the communicator reports what it sends (a method ``bytes_sent()`` returning this rank's
   cumulative bytes), every rank's bytes per call must equal the :class:`~ringemu.ledger.CommLedger` of one
   ringemu algorithm whose bits its results match (of any algorithm, if none matches), padding included.
@@ -38,7 +38,6 @@ from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..schedule import ADD
 from ..virtual import VirtualBuffer
-from .gloo_order import gloo_ring_sum
 from .oracle import compare_array, run_op
 
 __all__ = ["GLOO_NATIVE", "CollectiveReport", "ConformanceReport", "check_communicator", "assert_conforms",
@@ -46,7 +45,7 @@ __all__ = ["GLOO_NATIVE", "CollectiveReport", "ConformanceReport", "check_commun
 
 
 
-GLOO_NATIVE = "gloo native"  # gloo's own order of addition (:mod:`.gloo_order`); the registry's "gloo" is its traffic
+GLOO_NATIVE = "gloo native"  # gloo's own order of addition: the registry's "gloo:ring"
 
 
 @dataclass
@@ -103,7 +102,7 @@ def expected_results(collective: str, world: np.ndarray, order: str) -> list[np.
     layout = ChunkLayout(numel, n)
     if order == GLOO_NATIVE:
         with np.errstate(over="ignore", invalid="ignore"):
-            rows = np.broadcast_to(gloo_ring_sum(world), world.shape)
+            rows = run_op("all-reduce", world, algorithm="gloo:ring")  # the registry's gloo order
     elif collective == "all-gather":
         if algorithms.algorithm(collective, order).unsupported(n) is not None:
             return None

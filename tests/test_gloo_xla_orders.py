@@ -1,0 +1,160 @@
+"""gloo:ring and xla-cpu:in-process, the registry's orders of torch 2.13's gloo and XLA CPU, without the engines.
+
+Properties, for drawn N and buffer sizes: every entry proves its postcondition (check_provenance); the fused, step
+and reference modes give the same bits; the ledger's bytes per rank are the chunk lengths each rank sends, read
+from the schedule table independently; the sums equal formulas written here from the engines' sources (gloo: block
+b is ``x[b] + (x[b+1] + (... + x[b-1]))``; XLA: ``((+0 + x0) + x1) + ...``, bf16 in fp32 rounded once). The live
+engines are compared in benchmarks/engines/gloo.py and xla.py (tests/test_engines.py).
+"""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from ringemu import collectives
+from ringemu.algorithms import COLLECTIVES, algorithm, build
+from ringemu.dtypes import BFLOAT16
+from ringemu.ledger import CommLedger
+from ringemu.partition import layout_for
+from ringemu.provenance import check_provenance
+from ringemu.virtual import VirtualBuffer
+
+ENTRIES = ("gloo:ring", "xla-cpu:in-process")
+FLOATS = (np.float32, np.float64, np.float16, BFLOAT16)
+
+
+def _world(n, numel, dtype, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, numel)) * np.exp2(rng.integers(-8, 9, (n, numel)))).astype(dtype)
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).view(np.uint8).tobytes()
+
+
+def _run(collective, world, name, mode="fused"):
+    n, numel = world.shape
+    if collective == "all-gather":
+        shard = -(-numel // n) if numel else 0
+        return collectives.all_gather([world[r, r * shard:(r + 1) * shard].copy() for r in range(n)], algorithm=name,
+                                      mode=mode)
+    fn = collectives.all_reduce if collective == "all-reduce" else collectives.reduce_scatter
+    return fn(world, algorithm=name, mode=mode)
+
+
+@given(name=st.sampled_from(ENTRIES), collective=st.sampled_from(COLLECTIVES), n=st.integers(1, 16),
+       numel=st.integers(0, 600), itemsize=st.sampled_from((2, 4, 8)))
+def test_every_entry_proves_its_postcondition(name, collective, n, numel, itemsize):
+    # Property: the schedule leaves what its collective promises, for any N and S (empty chunks hold nothing)
+    check_provenance(build(collective, n, name, numel=numel, itemsize=itemsize))
+
+
+@given(name=st.sampled_from(ENTRIES), collective=st.sampled_from(COLLECTIVES), n=st.integers(1, 9),
+       numel=st.integers(0, 300), dtype=st.sampled_from(FLOATS), seed=st.integers(0, 2 ** 16))
+def test_fused_step_and_reference_modes_give_the_same_bits(name, collective, n, numel, dtype, seed):
+    # Property: the three executions of one schedule agree bit for bit on every rank
+    world = _world(n, numel, dtype, seed)
+    results = [_run(collective, world, name, mode) for mode in ("fused", "step", "reference")]
+    for other in results[1:]:
+        assert [_bits(a) for a in other] == [_bits(a) for a in results[0]]
+
+
+@given(name=st.sampled_from(ENTRIES), collective=st.sampled_from(COLLECTIVES), n=st.integers(1, 16),
+       numel=st.integers(0, 5000), itemsize=st.sampled_from((2, 4, 8)))
+def test_ledger_bytes_per_rank_are_the_chunk_lengths_sent(name, collective, n, numel, itemsize):
+    # Property: a rank's bytes are the lengths (from the partition's bounds) of the chunks in its rows of the
+    # table, times the element size; no padding is sent
+    schedule = build(collective, n, name, numel=numel, itemsize=itemsize)
+    ledger = CommLedger()
+    ledger.record(schedule, layout_for(schedule, numel), {2: "fp16", 4: "fp32", 8: "fp64"}[itemsize], "x",
+                  size_only=True)
+    lengths = np.diff(np.asarray(schedule.partition))
+    table = schedule.table
+    for traffic in ledger.per_rank():
+        rows = table[table[:, 1] == traffic.rank]
+        assert traffic.sent.bytes == int(lengths[rows[:, 3]].sum()) * itemsize
+        into = table[table[:, 2] == traffic.rank]
+        assert traffic.received.bytes == int(lengths[into[:, 3]].sum()) * itemsize
+    assert ledger.total().padding_bytes == 0
+
+
+def _gloo_blocks(n, numel, itemsize):
+    """Rank blocks of gloo's all-reduce from its segment formula (gloo/allreduce.cc), written out here."""
+    total = numel * itemsize
+    segments = -(-max(-(-total // ((1 << 20) // itemsize * itemsize)), 2 * n) // n) * n
+    per_block = segments // n * (-(-(-(-total // segments)) // itemsize))  # elements: P segments, bytes rounded up
+    return [(min(numel, b * per_block), min(numel, (b + 1) * per_block)) for b in range(n)]
+
+
+def test_gloo_blocks_worked_by_hand():
+    # from gloo/allreduce.cc's formula, by hand: 4003 fp32 on 4 ranks: 16012 B / 8 segments = 2001.5 -> 2004 B
+    # = 501 elements, 2 segments per block
+    p = build("all-reduce", 4, "gloo:ring", numel=4003, itemsize=4).partition
+    assert p[::2] == (0, 1002, 2004, 3006, 4003) and len(p) == 9
+    # 7 fp32 on 3 ranks: 28 B / 6 -> 8 B = 2 elements: blocks of 4, the last empty
+    assert build("all-reduce", 3, "gloo:ring", numel=7, itemsize=4).partition == (0, 2, 4, 6, 7, 7, 7)
+    # 5,000,003 bf16 on 4 ranks: 10,000,006 B -> 10 segments of <= 1 MiB -> 12; 833,334 B each, 3 per block
+    assert build("all-reduce", 4, "gloo:ring", numel=5_000_003, itemsize=2).partition[::3] == (
+        0, 1_250_001, 2_500_002, 3_750_003, 5_000_003)
+    # 2N MiB is the cap's edge: N = 2, fp32, 4 MiB = 4 segments (4 steps); one element more: 6 segments
+    assert build("all-reduce", 2, "gloo:ring", numel=1 << 20, itemsize=4).n_steps == 4
+    assert build("all-reduce", 2, "gloo:ring", numel=(1 << 20) + 1, itemsize=4).n_steps == 6
+
+
+@given(n=st.integers(1, 9), numel=st.integers(0, 400), dtype=st.sampled_from(FLOATS), seed=st.integers(0, 2 ** 16))
+def test_gloo_sums_block_b_from_rank_b_minus_1_down_to_b(n, numel, dtype, seed):
+    # Property (gloo/allreduce.cc ring(): segments travel r -> r-1): block b = x[b] + (x[b+1] + (... + x[b-1])),
+    # 16-bit types in fp32 rounded per add; reduce-scatter is the same all-reduce's shard
+    world = _world(n, numel, dtype, seed)
+    want = np.empty(numel, dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    with np.errstate(all="ignore"):
+        for b, (lo, hi) in enumerate(_gloo_blocks(n, numel, np.dtype(dtype).itemsize)):
+            acc = world[(b - 1) % n, lo:hi]
+            for k in range(2, n + 1):
+                acc = (world[(b - k) % n, lo:hi].astype(wide) + acc.astype(wide)).astype(dtype)
+            want[lo:hi] = acc
+    got = collectives.all_reduce(world, algorithm="gloo:ring")
+    assert all(_bits(row) == _bits(want) for row in got)
+    shard = -(-numel // n) if numel else 0
+    shards = collectives.reduce_scatter(world, algorithm="gloo:ring")
+    assert [_bits(s) for s in shards] == [_bits(want[r * shard:(r + 1) * shard]) for r in range(n)]
+
+
+@given(n=st.integers(1, 9), numel=st.integers(0, 300), dtype=st.sampled_from(FLOATS), seed=st.integers(0, 2 ** 16),
+       zeros=st.booleans())
+def test_xla_sums_in_rank_order_from_plus_zero(n, numel, dtype, seed, zeros):
+    # Property (in_process_communicator.cc: acc = T(0); acc += in[j] for j in rank order): fp16 rounds every add,
+    # bf16 is summed in fp32 and rounded once (the compiled HLO's convert -> f32 all-reduce -> convert)
+    world = _world(n, numel, dtype, seed)
+    if zeros:
+        world[:, ::2] = -0.0  # a sum from +0 gives +0.0 there
+    wide = np.float64 if dtype == np.float64 else np.float32
+    with np.errstate(all="ignore"):
+        acc = np.zeros(numel, wide)
+        for row in world:
+            acc = acc + row.astype(wide)
+            if dtype == np.float16:
+                acc = acc.astype(dtype).astype(wide)
+        want = acc.astype(dtype)
+    assert all(_bits(row) == _bits(want) for row in collectives.all_reduce(world, algorithm="xla-cpu:in-process"))
+    shard = -(-numel // n) if numel else 0
+    shards = collectives.reduce_scatter(world, algorithm="xla-cpu:in-process")
+    assert [_bits(s) for s in shards] == [_bits(want[r * shard:(r + 1) * shard]) for r in range(n)]
+
+
+def test_xla_moves_bf16_as_fp32_and_semantics_are_written_down():
+    # expected bytes: XLA's all-reduce sends (N-1)·S elements from rank 0, S from every other rank, 4 B each in bf16
+    ledger = CommLedger()
+    collectives.all_reduce(VirtualBuffer((4, 100), BFLOAT16), ledger=ledger, algorithm="xla-cpu:in-process")
+    assert [t.sent.bytes for t in ledger.per_rank()] == [3 * 100 * 4, 400, 400, 400]
+    assert algorithm("all-reduce", "gloo:ring").average is None
+    assert algorithm("all-reduce", "xla-cpu:in-process").average == "divide"
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("name", ENTRIES)
+def test_a_billion_elements_are_only_bounds(collective, name):
+    # size-only counting builds engine orders for large S: the partition is bounds and the table stays small
+    # (16 ranks, 10^9 fp32: gloo's all-reduce has 3,824 segments of <= 1 MiB, 16 per step, 2·15·239 steps)
+    schedule = build(collective, 16, name, numel=10 ** 9, itemsize=4)
+    assert schedule.partition[-1] == 10 ** 9 and schedule.n_transfers <= 16 * 2 * 15 * 239
