@@ -215,12 +215,18 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
     runnable, refused = _runnable(collective, topology.n_ranks)
     profiles = {}
     for name in runnable:  # each schedule is built and walked once; each size only re-prices its chunks
-        schedule = algorithms.build(collective, topology.n_ranks, name, ranks_per_node=topology.ranks_per_node)
-        profiles[name] = (schedule, LinkProfile(schedule, topology))
+        if not algorithms.algorithm(collective, name).sized:  # engine orders cut each size their own way
+            schedule = algorithms.build(collective, topology.n_ranks, name, ranks_per_node=topology.ranks_per_node)
+            profiles[name] = (schedule, LinkProfile(schedule, topology))
 
     def point(numel: int) -> SweepPoint:
         seconds = {}
-        for name, (schedule, profile) in profiles.items():
+        for name in runnable:
+            if name not in profiles:  # an engine order: built and counted for this size
+                ledger = count_algorithm(collective, name, topology.n_ranks, numel, dt, topology.ranks_per_node)
+                seconds[name] = link_model(ledger, topology).seconds
+                continue
+            schedule, profile = profiles[name]
             record = _record(schedule, numel, dt, name).records[0]  # the size-only layout of this call
             seconds[name] = profile.seconds(record.layout.chunk_size * record.itemsize)
         return SweepPoint(numel, seconds)

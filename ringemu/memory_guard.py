@@ -58,15 +58,17 @@ def available_bytes() -> int | None:
     return min(found) if found else None
 
 
-def _sample(collective: str, n_ranks: int, algorithm: str):
-    return algorithms.build(collective, min(n_ranks, _SAMPLE_RANKS), algorithm)
+def _sample(collective: str, n_ranks: int, algorithm: str, numel: int, itemsize: int):
+    return algorithms.build(collective, min(n_ranks, _SAMPLE_RANKS), algorithm, numel=numel, itemsize=itemsize)
 
 
-def schedule_table_bytes(collective: str, n_ranks: int, algorithm: str = algorithms.DEFAULT_ALGORITHM) -> int:
+def schedule_table_bytes(collective: str, n_ranks: int, algorithm: str = algorithms.DEFAULT_ALGORITHM,
+                         numel: int = 0, itemsize: int = 1) -> int:
     """Bytes of the schedule's transfer table and the kernels' indexes over it. Built for real up to
     ``_SAMPLE_RANKS`` ranks; above, the transfers counted at that size are scaled by (N / sample)², which bounds
-    every algorithm of at most N² transfers up to the (N−1)/N-type factors, here covered by a factor 1.25."""
-    sample = _sample(collective, n_ranks, algorithm)
+    every algorithm of at most N² transfers up to the (N−1)/N-type factors, here covered by a factor 1.25. Engine
+    orders that cut each buffer their own way are built for ``numel`` elements of ``itemsize`` bytes."""
+    sample = _sample(collective, n_ranks, algorithm, numel, itemsize)
     if n_ranks <= _SAMPLE_RANKS:
         return sample.n_transfers * TABLE_ROW_BYTES
     return sample.n_transfers * n_ranks * n_ranks * 5 // (_SAMPLE_RANKS * _SAMPLE_RANKS * 4) * TABLE_ROW_BYTES
@@ -76,7 +78,7 @@ def collective_run_bytes(collective: str, n_ranks: int, numel: int, itemsize: in
                          algorithm: str = algorithms.DEFAULT_ALGORITHM) -> int:
     """Estimated peak bytes of ``ringemu run``: inputs and their 8-byte exact copies, the padded world, the
     schedule table and indexes, and the (N, N) link counters."""
-    sample = _sample(collective, n_ranks, algorithm)
+    sample = _sample(collective, n_ranks, algorithm, numel, itemsize)
     chunks = n_ranks if sample.n_chunks == sample.n_ranks else sample.n_chunks  # a chunk per rank, or fixed
     padded = ChunkLayout(numel, chunks).padded_numel
     inputs = n_ranks * numel * itemsize
@@ -84,7 +86,7 @@ def collective_run_bytes(collective: str, n_ranks: int, numel: int, itemsize: in
     world = n_ranks * padded * itemsize
     links = 2 * n_ranks * n_ranks * 8
     objects = FIXED_BYTES + RANK_BYTES * n_ranks
-    return inputs + wide + world + schedule_table_bytes(collective, n_ranks, algorithm) + links + objects
+    return inputs + wide + world + schedule_table_bytes(collective, n_ranks, algorithm, numel, itemsize) + links + objects
 
 
 def _gib(nbytes: int) -> str:

@@ -26,6 +26,7 @@ from .locate import DETECTORS, detect, located, observe
 from .plan import FaultPlan
 from .spec import KINDS, MESSAGE_KINDS, Fault, RankStopped
 from ..layout import ChunkLayout
+from ..partition import layout_for
 
 __all__ = ["RANKS", "DTYPES", "run_trials", "bit_classes", "markdown", "summary"]
 
@@ -37,7 +38,7 @@ def _world(schedule, dtype, rng) -> np.ndarray:
     """A padded world of the schedule's shape: integer blocks (int32) or standard normals (floats); for an
     all-gather (initial ``own``) only chunk r of row r is input, the rest zero (as :mod:`ringemu.trace`)."""
     n = schedule.n_ranks
-    layout = ChunkLayout(_numel(n), schedule.n_chunks, n)
+    layout = layout_for(schedule, _numel(n))
     if _is_int(dtype):
         data = integer_blocks(n, layout.numel, int(rng.integers(2 ** 31)), dtype)
     else:
@@ -71,7 +72,8 @@ def _draw(kind: str, schedule, dtype, rng) -> Fault:
     _, src, dst, chunk, _ = schedule.table[int(rng.integers(bounds[step], bounds[step + 1]))].tolist()
     extra: dict = {}
     if kind == "corrupt":
-        width = ChunkLayout(_numel(schedule.n_ranks), schedule.n_chunks, schedule.n_ranks).chunk_size
+        layout = layout_for(schedule, _numel(schedule.n_ranks))  # an engine's chunk: its own length
+        width = layout.payload(chunk) if schedule.partition else layout.chunk_size
         extra = {"elem": int(rng.integers(width)), "bits": (int(rng.integers(dtype.itemsize * 8)),)}
     if kind == "misroute":
         extra = {"to": int(rng.choice([r for r in range(schedule.n_ranks) if r != dst]))}
@@ -101,9 +103,9 @@ def _trials(rows: list, rng, trials: int, dtypes, ranks) -> None:
         for n in ranks:
             if entry.unsupported(n) is not None:
                 continue
-            schedule = build(collective, n, name)
             for dtname in dtypes:
                 dtype = resolve_dtype(dtname)
+                schedule = build(collective, n, name, numel=_numel(n), itemsize=dtype.itemsize)
                 for kind in KINDS:
                     for _ in range(trials):
                         world, fault = _world(schedule, dtype, rng), _draw(kind, schedule, dtype, rng)

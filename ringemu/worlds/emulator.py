@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from .. import collectives
+from .. import algorithms, collectives
 from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
 from ..checks import check_n_ranks, check_timeout
 from ..execute import MODES
@@ -192,7 +192,8 @@ class EmulatedWorld:
                 layout = ChunkLayout(numel, n)
                 return [VirtualBuffer((layout.payload(r),), dtype) for r in range(n)]
             return [VirtualBuffer((numel,), dtype)] * n
-        opts["schedule"] = self.schedules.get(first.op, first.algorithm)  # one per world: prepared once
+        if not algorithms.algorithm(collective_of(first.op), first.algorithm).sized:  # engine orders: per size
+            opts["schedule"] = self.schedules.get(first.op, first.algorithm)  # one per world: prepared once
         if self.faults is not None:
             opts["faults"] = self.faults
         if first.op == "all_gather":

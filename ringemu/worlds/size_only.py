@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from .. import algorithms
-from ..dtypes import dtype_name
+from ..dtypes import dtype_name, resolve_dtype
 from ..checks import check_n_ranks
 from ..layout import ChunkLayout
+from ..partition import layout_for
 from ..ledger import CommLedger
 from ..schedule import Schedule
 from ..virtual import VirtualBuffer
@@ -45,12 +46,18 @@ class ScheduleCache:
         self.ranks_per_node = ranks_per_node
         self._built: dict[tuple[str, str], Schedule] = {}
 
-    def get(self, op: str, algorithm: str = algorithms.DEFAULT_ALGORITHM) -> Schedule:
+    def get(self, op: str, algorithm: str = algorithms.DEFAULT_ALGORITHM, numel: int | None = None,
+            itemsize: int | None = None) -> Schedule:
+        """The schedule (engine orders that cut each buffer their own way: one per buffer length and element
+        size, which they need)."""
         key = (collective_of(op), algorithm)
+        if algorithms.algorithm(*key).sized:
+            key += (numel, itemsize)
         schedule = self._built.get(key)
         if schedule is None:
             schedule = self._built[key] = algorithms.build(key[0], self.n_ranks, algorithm,
-                                                           ranks_per_node=self.ranks_per_node)
+                                                           ranks_per_node=self.ranks_per_node, numel=numel,
+                                                           itemsize=itemsize)
         return schedule
 
 
@@ -60,8 +67,10 @@ def count_collective(ledger: CommLedger | None, schedules: ScheduleCache, op: st
     :mod:`ringemu.collectives` records for a VirtualBuffer world, with the world's shared schedule)."""
     if ledger is None:
         return
-    schedule = schedules.get(op, algorithm)
-    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks, schedules.n_ranks), dtype, label, size_only=True)
+    if dtype_name(dtype) in algorithms.algorithm(collective_of(op), algorithm).accumulate:
+        dtype = "fp32"  # the engine sums this type in fp32 and moves fp32 (Algorithm.accumulate)
+    schedule = schedules.get(op, algorithm, numel, resolve_dtype(dtype).itemsize)
+    ledger.record(schedule, layout_for(schedule, numel), dtype, label, size_only=True)
 
 
 _EXIT = ("exit", "", 0, "int32", "")  # how a rank that has returned is shown beside one that still calls
