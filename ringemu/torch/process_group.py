@@ -7,7 +7,8 @@ records it in the group's :class:`~ringemu.ledger.CommLedger` under a label made
 that made it (``all_reduce:torch.nn.parallel.distributed``). Results are therefore bit-identical to the
 emulator's for the chosen algorithm (16-bit tensors rounded per hop), and traffic is counted exactly.
 
-Reductions: SUM in the algorithm's order; AVG = that sum divided by N in the tensor's dtype (float tensors only);
+Reductions: SUM in the algorithm's order; AVG as the algorithm's entry says (``Algorithm.average``): that sum
+divided by N in the tensor's dtype, or each input × T(1/N) before the sum, or refused (gloo has none; float only);
 MIN and MAX are exact in any order; PRODUCT multiplies in rank order (16-bit tensors in fp32, rounded per rank).
 MIN, MAX and PRODUCT are counted as the algorithm's traffic for that collective. Copy-only calls (broadcast,
 scatter, gather, all-to-all, send/recv) use :mod:`ringemu.algorithms.direct`'s patterns.
@@ -26,7 +27,7 @@ from torch._C._distributed_c10d import (AllgatherOptions, AllreduceCoalescedOpti
                                        _create_work_from_future)
 from torch.futures import Future
 
-from .. import collectives
+from .. import algorithms, collectives
 from ..layout import ChunkLayout
 from ..virtual import VirtualBuffer
 from .copies import all_to_all_execute, broadcast_execute, gather_execute, scatter_execute
@@ -255,6 +256,16 @@ def _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode, sc
     do not pay for fresh memory."""
     n = len(rows)
     if kind in ("SUM", "AVG"):
+        average = algorithms.algorithm(collective, algorithm).average if kind == "AVG" else None
+        if kind == "AVG" and (average is None or rows[0].dtype.kind not in "fV"):
+            raise NotImplementedError(f"AVG with algorithm {algorithm!r}: " + (
+                "its engine has no AVG; use SUM and divide" if average is None else
+                "AVG of integer tensors is not supported; use SUM and divide"))
+        if average == "premultiply":  # each input × T(1/N) in its own type (16-bit: fp32 product, rounded)
+            wide = np.float64 if rows[0].dtype.itemsize == 8 else np.float32
+            scale = np.asarray(1.0 / n).astype(np.float64 if wide is np.float64 else np.float32).astype(
+                rows[0].dtype).astype(wide)  # NCCL: float(1.0/nRanks), then the op's type (enqueue.cc)
+            rows = [(row.astype(wide) * scale).astype(row.dtype) for row in rows]
         if collective == "all-reduce":
             result = collectives.all_reduce(rows, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
                                             out=scratch((n, rows[0].size), rows[0].dtype))
@@ -262,9 +273,7 @@ def _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode, sc
             result = collectives.reduce_scatter(rows, ledger=ledger, label=label, mode=mode, algorithm=algorithm)
         for r in range(n):
             np.copyto(outs[r], result[r])
-        if kind == "AVG":
-            if outs[0].dtype.kind not in "f" and str(outs[0].dtype) != "bfloat16":
-                raise NotImplementedError("AVG of integer tensors is not supported; use SUM and divide")
+        if average == "divide":
             for out in outs:
                 np.copyto(out, (out.astype(np.float64) / n).astype(out.dtype) if out.dtype.itemsize == 8
                           else (out.astype(np.float32) / np.float32(n)).astype(out.dtype))
