@@ -1,4 +1,5 @@
-"""gloo:ring and xla-cpu:in-process, the registry's orders of torch 2.13's gloo and XLA CPU, without the engines.
+"""gloo:ring, xla-cpu:in-process, nccl:ring and nccl:tree: the registry's orders of torch 2.13's gloo, XLA CPU and
+NCCL 2.30.7 (modelled from source), without the engines.
 
 Properties, for drawn N and buffer sizes: every entry proves its postcondition (check_provenance); the fused, step
 and reference modes give the same bits; the ledger's bytes per rank are the chunk lengths each rank sends, read
@@ -11,14 +12,15 @@ import pytest
 from hypothesis import given, strategies as st
 
 from ringemu import collectives
-from ringemu.algorithms import COLLECTIVES, algorithm, build
+from ringemu.algorithms import COLLECTIVES, REGISTRY, algorithm, build
 from ringemu.dtypes import BFLOAT16
 from ringemu.ledger import CommLedger
 from ringemu.partition import layout_for
 from ringemu.provenance import check_provenance
 from ringemu.virtual import VirtualBuffer
 
-ENTRIES = ("gloo:ring", "xla-cpu:in-process")
+ENTRIES = ("gloo:ring", "xla-cpu:in-process", "nccl:ring", "nccl:tree")
+KEYS = sorted(k for k in REGISTRY if k[1] in ENTRIES)  # (collective, name): NCCL's are all-reduce orders
 FLOATS = (np.float32, np.float64, np.float16, BFLOAT16)
 
 
@@ -41,16 +43,17 @@ def _run(collective, world, name, mode="fused"):
     return fn(world, algorithm=name, mode=mode)
 
 
-@given(name=st.sampled_from(ENTRIES), collective=st.sampled_from(COLLECTIVES), n=st.integers(1, 16),
-       numel=st.integers(0, 600), itemsize=st.sampled_from((2, 4, 8)))
-def test_every_entry_proves_its_postcondition(name, collective, n, numel, itemsize):
+@given(key=st.sampled_from(KEYS), n=st.integers(1, 16), numel=st.integers(0, 600), itemsize=st.sampled_from((2, 4, 8)))
+def test_every_entry_proves_its_postcondition(key, n, numel, itemsize):
+    collective, name = key
     # Property: the schedule leaves what its collective promises, for any N and S (empty chunks hold nothing)
     check_provenance(build(collective, n, name, numel=numel, itemsize=itemsize))
 
 
-@given(name=st.sampled_from(ENTRIES), collective=st.sampled_from(COLLECTIVES), n=st.integers(1, 9),
-       numel=st.integers(0, 300), dtype=st.sampled_from(FLOATS), seed=st.integers(0, 2 ** 16))
-def test_fused_step_and_reference_modes_give_the_same_bits(name, collective, n, numel, dtype, seed):
+@given(key=st.sampled_from(KEYS), n=st.integers(1, 9), numel=st.integers(0, 300), dtype=st.sampled_from(FLOATS),
+       seed=st.integers(0, 2 ** 16))
+def test_fused_step_and_reference_modes_give_the_same_bits(key, n, numel, dtype, seed):
+    collective, name = key
     # Property: the three executions of one schedule agree bit for bit on every rank
     world = _world(n, numel, dtype, seed)
     results = [_run(collective, world, name, mode) for mode in ("fused", "step", "reference")]
@@ -58,9 +61,9 @@ def test_fused_step_and_reference_modes_give_the_same_bits(name, collective, n, 
         assert [_bits(a) for a in other] == [_bits(a) for a in results[0]]
 
 
-@given(name=st.sampled_from(ENTRIES), collective=st.sampled_from(COLLECTIVES), n=st.integers(1, 16),
-       numel=st.integers(0, 5000), itemsize=st.sampled_from((2, 4, 8)))
-def test_ledger_bytes_per_rank_are_the_chunk_lengths_sent(name, collective, n, numel, itemsize):
+@given(key=st.sampled_from(KEYS), n=st.integers(1, 16), numel=st.integers(0, 5000), itemsize=st.sampled_from((2, 4, 8)))
+def test_ledger_bytes_per_rank_are_the_chunk_lengths_sent(key, n, numel, itemsize):
+    collective, name = key
     # Property: a rank's bytes are the lengths (from the partition's bounds) of the chunks in its rows of the
     # table, times the element size; no padding is sent
     schedule = build(collective, n, name, numel=numel, itemsize=itemsize)
@@ -151,10 +154,42 @@ def test_xla_moves_bf16_as_fp32_and_semantics_are_written_down():
     assert algorithm("all-reduce", "xla-cpu:in-process").average == "divide"
 
 
-@pytest.mark.parametrize("collective", COLLECTIVES)
-@pytest.mark.parametrize("name", ENTRIES)
-def test_a_billion_elements_are_only_bounds(collective, name):
+@pytest.mark.parametrize("key", KEYS)
+def test_a_billion_elements_are_only_bounds(key):
     # size-only counting builds engine orders for large S: the partition is bounds and the table stays small
-    # (16 ranks, 10^9 fp32: gloo's all-reduce has 3,824 segments of <= 1 MiB, 16 per step, 2·15·239 steps)
-    schedule = build(collective, 16, name, numel=10 ** 9, itemsize=4)
-    assert schedule.partition[-1] == 10 ** 9 and schedule.n_transfers <= 16 * 2 * 15 * 239
+    # (16 ranks, 10^9 fp32: gloo's all-reduce has 3,824 segments of <= 1 MiB, 16 per step, 2·15·239 steps;
+    # NCCL's tree 7,630 chunks of 512 KiB, 30 transfers each)
+    schedule = build(key[0], 16, key[1], numel=10 ** 9, itemsize=4)
+    assert schedule.partition[-1] == 10 ** 9 and schedule.n_transfers <= 30 * 7630
+
+
+@given(n=st.integers(1, 9), numel=st.integers(0, 200), seed=st.integers(0, 2 ** 16))
+def test_nccl_sums_chunk_c_along_the_forward_ring_and_its_tree_children_in_order(n, numel, seed):
+    # Property (all_reduce.h runRing: chunk c from position c+1 round to c, acc = own + received): one loop of N
+    # chunks of alignUp(ceil(S/N), 4) fp32 elements for S < 2 MiB, summed ((x[c+1] + x[c+2]) + ...) + x[c]
+    world = _world(n, numel, np.float32, seed)
+    size = -(-(-(-numel // n)) // 4) * 4
+    want = np.empty(numel, np.float32)
+    with np.errstate(all="ignore"):
+        for c in range(n):
+            lo, hi = min(numel, c * size), min(numel, (c + 1) * size)
+            acc = world[(c + 1) % n, lo:hi]
+            for k in range(2, n + 1):
+                acc = world[(c + k) % n, lo:hi] + acc
+            want[lo:hi] = acc
+    assert all(_bits(row) == _bits(want) for row in collectives.all_reduce(world, algorithm="nccl:ring"))
+
+
+def test_nccl_average_premultiplies_in_the_ops_type():
+    # ncclAvg = each input × T(1/N) before the sum (enqueue.cc:2550-2565). With one non-zero rank the sum is exact,
+    # so the result is x·fl32(1/3), which differs from x/3 (the "divide" semantics) on about a third of fp32 values
+    pytest.importorskip("torch")
+    from ringemu.torch import process_group
+    assert algorithm("all-reduce", "nccl:tree").average == "premultiply"
+    x = _world(1, 3000, np.float32, 7)[0]
+    rows = [x.copy(), np.zeros_like(x), np.zeros_like(x)]
+    outs = [np.empty_like(x) for _ in rows]
+    process_group._reduce_one("all-reduce", "AVG", rows, outs, None, "avg", "nccl:tree", "fused",
+                              lambda shape, dtype: np.empty(shape, dtype))
+    want = x * np.float32(1.0 / 3)
+    assert all(_bits(o) == _bits(want) for o in outs) and _bits(want) != _bits(x / np.float32(3))

@@ -108,7 +108,7 @@ def nccl_ring_all_reduce(n_ranks: int, numel: int, itemsize: int, n_channels: in
         for edges in loops:
             ids[-1].append(len(bounds) - 1)
             bounds += edges[1:]
-    if bounds[-1] != numel:
+    if bounds[-1] != numel or len(bounds) == 1:  # an empty buffer: one empty chunk
         bounds.append(numel)
     b = np.asarray(bounds, dtype=np.int64)
     p = np.arange(n, dtype=np.int64)
