@@ -151,7 +151,7 @@ def test_zero_keeps_parity_with_dp_for_every_algorithm(algorithm, capsys):
     assert all(s["parity_with_dp"] for s in out["stages"])
 
 
-@pytest.mark.parametrize("algorithm, ratio", [("ring", "3/2"), ("gloo", "2")])
+@pytest.mark.parametrize("algorithm, ratio", [("ring", "3/2"), ("gloo:ring", "2")])
 def test_memory_shows_zero3_over_dp_per_algorithm(algorithm, ratio, capsys):
     # Expected: ZeRO §7.2, ZeRO-3 moves 3Ψ against DP's 2Ψ on a true ring; gloo's reduce-scatter is an
     # all-reduce (2Ψ), so ZeRO-3 = 1Ψ + 1Ψ + 2Ψ = 4Ψ = 2 × DP. Ψ = 8,000 on 8 ranks: no padding.

@@ -11,6 +11,7 @@ import ringemu
 from ringemu import algorithms
 from ringemu.execute import run_schedule
 from ringemu.layout import ChunkLayout
+from ringemu.partition import layout_for
 from strategies import float_worlds, integer_worlds
 
 
@@ -52,8 +53,9 @@ def test_reduce_scatter_into_out_gives_the_same_shards(data, world):
        threads=st.sampled_from([1, 2]), streaming=st.booleans())
 def test_loading_inside_the_walk_equals_copying_first(data, n, numel, dtype, tile, threads, streaming):
     key = data.draw(st.sampled_from([k for k, a in sorted(algorithms.REGISTRY.items()) if a.unsupported(n) is None]))
-    schedule = algorithms.build(key[0], n, key[1])
-    layout = ChunkLayout(numel, schedule.n_chunks, n)
+    schedule = algorithms.build(key[0], n, key[1], numel=numel,
+                                itemsize=ringemu.dtypes.resolve_dtype(dtype).itemsize)
+    layout = layout_for(schedule, numel)
     rng = np.random.default_rng(numel)
     source = rng.integers(-40, 40, (n, layout.padded_numel if not layout.contiguous else numel))
     source = source.astype(ringemu.dtypes.resolve_dtype(dtype))
