@@ -93,13 +93,11 @@ def _topology_dict(topology: Topology) -> dict:
 
 def _runnable(collective: str, n_ranks: int) -> tuple[list[str], list[tuple[str, str]]]:
     """Names of the catalog entries for ``collective`` that support N; (name, reason) of the rest. An engine order
-    cut for each buffer length (:attr:`~ringemu.algorithms.Algorithm.sized`) is not priced here, where a schedule
-    is built once and re-priced per size; ``ringemu count --algorithm NAME`` counts it."""
+    cut for each buffer length (:attr:`~ringemu.algorithms.Algorithm.sized`) is built and counted for each size."""
     runnable, refused = [], []
     for name in algorithms.names(collective):
         entry = algorithms.algorithm(collective, name)
-        reason = entry.unsupported(n_ranks) or (
-            "cut for each buffer length (an engine order): count it with ringemu count" if entry.sized else None)
+        reason = entry.unsupported(n_ranks)
         if reason is None:
             runnable.append(name)
         else:
