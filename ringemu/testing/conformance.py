@@ -152,8 +152,8 @@ class _Judge:
         n = len(sent)
         candidates = [o for o in matched if self.orders.has_traffic(c, o)] or [
             o for o in self.orders.names(c) if self.orders.has_traffic(c, o) and self.orders.runs_on(c, o, n)]
-        models = {o: self.orders.sent_bytes(c, o, n, numel, dtype, self.count) for o in candidates}
-        if any(m == sent for m in models.values()):
+        models = {o: m for o in candidates if (m := self.orders.sent_bytes(c, o, n, numel, dtype, self.count))}
+        if not models or any(m == sent for m in models.values()):
             return None
         order, model = next(iter(models.items()))
         differ = [r for r in range(n) if sent[r] != model[r]]

@@ -110,9 +110,15 @@ class Orders:
     def results(self, collective: str, name: str, world: np.ndarray) -> list[np.ndarray] | None:
         """Every rank's result of ``collective`` on ``world`` (N, S) in order ``name``; None where it does not run
         on N. Reduce-scatter's shard r is elements ``ChunkLayout(S, N).payload_slice(r)`` of the sum."""
-        n, numel = world.shape
-        if not self.runs_on(collective, name, n):
+        if not self.runs_on(collective, name, world.shape[0]):
             return None
+        try:
+            return self._results(collective, name, world)
+        except ValueError:  # an engine order whose model does not cover this size (it says so): not judged here
+            return None
+
+    def _results(self, collective: str, name: str, world: np.ndarray) -> list[np.ndarray]:
+        n = world.shape[0]
         entry = self._declared.get((collective, name))
         with np.errstate(over="ignore", invalid="ignore"):
             if entry is not None and entry.results is not None:
@@ -139,7 +145,10 @@ class Orders:
             if len(got) != n_ranks:
                 raise ValueError(f"the traffic model of {name!r} returned {len(got)} counts for {n_ranks} ranks")
             return got
-        ledger = self.ledger(collective, name, n_ranks, numel, dtype)
+        try:
+            ledger = self.ledger(collective, name, n_ranks, numel, dtype)
+        except ValueError:  # an engine order whose model does not cover this size
+            return None
         return [t.sent.bytes - (t.sent.padding_bytes if count == "payload" else 0) for t in ledger.per_rank()]
 
     def ledger(self, collective: str, name: str, n_ranks: int, numel: int, dtype) -> CommLedger:
