@@ -319,3 +319,39 @@ def test_a_write_error_that_is_not_a_full_disk_says_what_it_was(tmp_path, monkey
     assert str(failed.value) == f"{tmp_path / 'x.bin'}: could not write 5 B: Input/output error; its temporary " \
                                 "file was removed"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_rank_file_holding_a_pickle_is_refused_without_unpickling(saved, tmp_path):
+    """An object array (numpy stores it as a pickle, which can run code when loaded) in a rank file, checksums
+    recomputed: refused as unreadable, and the pickle is never loaded (allow_pickle=False)."""
+    d = tmp_path / "step-000002"
+    shutil.copytree(saved / "step-000002", d)
+    marker = tmp_path / "unpickled"
+    _forge(d, arrays_edit=lambda arrays: arrays["rank-00001.npz"].update(
+        {"unit0.m": np.array([_Trap(str(marker))], dtype=object)}))
+    with pytest.raises(CheckpointError, match="rank-00001.npz: not a readable .npz"):
+        load_checkpoint(d)
+    assert not marker.exists()
+
+
+class _Trap:
+    """Unpickling it creates a file: proof that a pickle was loaded."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_header_with_an_extra_key_is_refused(saved, tmp_path):
+    d = tmp_path / "step-000002"
+    shutil.copytree(saved / "step-000002", d)
+
+    def add_key(arrays):
+        a = arrays["rank-00002.npz"]
+        header = json.loads(a[HEADER].tobytes())
+        a[HEADER] = header_array({**header, "note": 1})
+    _forge(d, arrays_edit=add_key)
+    with pytest.raises(CheckpointError, match=r"rank-00002.npz: field header holds keys \['n_ranks', 'note'"):
+        load_checkpoint(d)
