@@ -157,8 +157,9 @@ def test_a_consistent_forgery_of_one_field_is_refused(saved, tmp_path, capsys, f
     d = tmp_path / "step-000002"
     shutil.copytree(saved / "step-000002", d)
     _forge(d, meta_edit, arrays_edit)
-    with pytest.raises(CheckpointError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(CheckpointError, match=fragment.replace("[", r"\[").replace("]", r"\]")) as refused:
         load_checkpoint(d)
+    assert str(d) in str(refused.value)  # the message names the file (or the step directory)
     assert main(["zero", "--resume", str(d), "--steps", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ringemu: error: ") and err.count("\n") == 1 and fragment.split(" ")[0] in err
@@ -223,7 +224,7 @@ def test_an_overwrite_killed_between_its_renames_keeps_the_old_step(saved, tmp_p
 
 def test_a_second_writer_on_a_root_is_refused_by_pid(tmp_path):
     first = CheckpointWriter(tmp_path, 1, "dp", training_job(2, 1, **_JOB))
-    with pytest.raises(CheckpointError, match=rf"being written by pid {os.getpid()} on host"):
+    with pytest.raises(CheckpointError, match=rf"being written by pid {os.getpid()} on host {socket.gethostname()};"):
         CheckpointWriter(tmp_path, 1, "dp", training_job(2, 1, **_JOB))
     first.close()
     CheckpointWriter(tmp_path, 1, "dp", training_job(2, 1, **_JOB)).close()  # released: a new writer may start
@@ -269,3 +270,88 @@ def test_disk_full_names_the_file_and_leaves_no_temporaries(saved, tmp_path, mon
     monkeypatch.undo()
     assert _files(root) == before
     assert run_job("dp", training_job(1, 0, **_JOB)) is not None  # the process goes on working
+
+
+def test_a_live_writers_lock_is_never_taken_over(tmp_path):
+    """Property: a lock whose pid names a running process of this host is refused, and the process is left alone
+    (the liveness probe is signal 0, which delivers nothing)."""
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / ".lock").write_text(f"{socket.gethostname()} {alive.pid}\n")
+        with pytest.raises(CheckpointError, match=rf"pid {alive.pid} on host"):
+            CheckpointWriter(tmp_path, 1, "dp", training_job(2, 1, **_JOB))
+        assert alive.poll() is None and (tmp_path / ".lock").read_text().split()[1] == str(alive.pid)
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_leftover_old_step_beside_its_replacement_is_not_loaded_and_is_cleaned(saved, tmp_path):
+    """A swap that completed but whose removal of the old step did not: the root loads the new step (never the
+    .old one), and the next writer removes the leftover."""
+    root = tmp_path / "root"
+    shutil.copytree(saved, root)
+    shutil.copytree(saved / "step-000001", root / ".step-000002.old")  # a stale, different state
+    assert _state_bytes(load_checkpoint(root)) == _state_bytes(load_checkpoint(saved))
+    CheckpointWriter(root, 1, "zero2", training_job(3, 1, **_JOB)).close()
+    assert not (root / ".step-000002.old").exists() and _files(root) == _files(saved)
+
+
+def test_latest_without_its_newline_still_names_the_step(saved, tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(saved, root)
+    (root / "latest").write_text("step-000001")  # as a person types it
+    assert load_checkpoint(root).state.steps_done == 1
+
+
+def test_a_write_error_that_is_not_a_full_disk_says_what_it_was(tmp_path, monkeypatch):
+    """EIO, not ENOSPC: the message names the file and the system's reason, and does not say "disk full"."""
+    from zero_stages.checkpoint import format as format_module
+    real_fsync = os.fsync
+
+    def broken(fd):
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+    monkeypatch.setattr(format_module.os, "fsync", broken)
+    with pytest.raises(CheckpointError) as failed:
+        format_module.atomic_write(tmp_path / "x.bin", b"12345")
+    assert str(failed.value) == f"{tmp_path / 'x.bin'}: could not write 5 B: Input/output error; its temporary " \
+                                "file was removed"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_rank_file_holding_a_pickle_is_refused_without_unpickling(saved, tmp_path):
+    """An object array (numpy stores it as a pickle, which can run code when loaded) in a rank file, checksums
+    recomputed: refused as unreadable, and the pickle is never loaded (allow_pickle=False)."""
+    d = tmp_path / "step-000002"
+    shutil.copytree(saved / "step-000002", d)
+    marker = tmp_path / "unpickled"
+    _forge(d, arrays_edit=lambda arrays: arrays["rank-00001.npz"].update(
+        {"unit0.m": np.array([_Trap(str(marker))], dtype=object)}))
+    with pytest.raises(CheckpointError, match="rank-00001.npz: not a readable .npz"):
+        load_checkpoint(d)
+    assert not marker.exists()
+
+
+class _Trap:
+    """Unpickling it creates a file: proof that a pickle was loaded."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_header_with_an_extra_key_is_refused(saved, tmp_path):
+    d = tmp_path / "step-000002"
+    shutil.copytree(saved / "step-000002", d)
+
+    def add_key(arrays):
+        a = arrays["rank-00002.npz"]
+        header = json.loads(a[HEADER].tobytes())
+        a[HEADER] = header_array({**header, "note": 1})
+    _forge(d, arrays_edit=add_key)
+    with pytest.raises(CheckpointError, match=r"rank-00002.npz: field header holds keys \['n_ranks', 'note'"):
+        load_checkpoint(d)
