@@ -261,3 +261,12 @@ def test_cli_zeropp_cuts_only_with_zeropp(capsys):
     with pytest.raises(SystemExit) as exc:
         raise SystemExit(main(["zero", "--stage", "zero3", "--ranks", "4", "--zeropp", "hpz"]))
     assert exc.value.code == 2 and "--zeropp" in capsys.readouterr().err
+
+
+def test_cli_memory_with_a_mesh_adds_the_three_stages(capsys):
+    code, d = run_json(capsys, "memory", "--units", "272,272,272,100", "--ranks", "16", "--ranks-per-node", "8")
+    rows = {r["name"]: r for r in d["stages"]}
+    assert code == 0 and set(rows) == {"dp", "zero1", "zero2", "zero3", "hsdp", "zeropp", "offload"}
+    # hsdp across nodes: 2·(2−1)·ceil(ceil(S/8)/2)·2 B per unit, by hand (as in test_cli_hsdp_done_when)
+    assert {p["inter_node"] for p in rows["hsdp"]["bytes_per_link_class_per_rank"]} == {3 * 68 + 28}
+    assert sum(p["pcie"] for p in rows["offload"]["bytes_per_link_class_per_rank"]) == 4 * 916

@@ -13,6 +13,8 @@ from fractions import Fraction
 import numpy as np
 
 from ringemu.ledger import CommLedger
+from ringemu.link_bytes import INTER, INTRA, PCIE_CLASS, sent_per_class
+from ringemu.topology import Topology
 from ringemu.memory import MemoryLedger
 
 from .flat import FlatParams
@@ -138,6 +140,10 @@ def build_report(name: str, flat: FlatParams, wire, wire_name: str, steps: int, 
         traffic_padding_elements_per_rank=column(sent, "padding_elements"),
         traffic_by_label=by_label, memory=memory, comm=comm,
         memory_by_category_per_rank=[res.memory_by_category for res in results])
+    # bytes per link class with the N ranks on one node (zero_stages.api.attach_links splits them by K)
+    per_class = sent_per_class(comm, Topology(n, n), main) if comm.records and main else \
+        [{INTRA: 0, INTER: 0}] * n
+    report.link_bytes_per_rank = [{**c, PCIE_CLASS: 0} for c in per_class]
     if not size_only:
         final = _gather_record(flat, [res.final for res in results], wire)
         report.weights16, report.master, report.m, report.v = (final[k] for k in _STATES)
