@@ -29,10 +29,10 @@ def _bits(a):
 
 
 def test_the_catalog_has_more_than_the_ring_and_every_name_runs_all_three_collectives():
-    # alg's guarantee: build(c, n, A) exists for all three collectives for every textbook name A (engine orders,
-    # engine:alg, name what their engine runs, for the collectives it has them)
-    assert ALL == tuple(a for a in algorithms.names() if ":" not in a) and len(ALL) > 2
-    assert ALL[0] == algorithms.DEFAULT_ALGORITHM
+    # alg's guarantee: build(c, n, A) exists for all three collectives for every textbook name A, which a world
+    # runs; the engine orders (engine:alg, for the collectives their engine has them) are the rest of the catalog
+    assert ALL == tuple(a for a in algorithms.names() if ":" not in a)
+    assert len(ALL) > 2 and ALL[0] == algorithms.DEFAULT_ALGORITHM
 
 
 # -- the emulated world and its Communicators --------------------------------------------------------------------
@@ -129,8 +129,7 @@ def _choices(command: str, option: str = "--algorithm"):
 
 @pytest.mark.parametrize("command", ["run", "trace", "count", "zero", "memory", "bench"])
 def test_every_algorithm_option_offers_the_registry(command):
-    # the collective commands run any entry (engine orders are cut for the buffer they are given); the rest run
-    # the names a Communicator runs
+    # a collective's commands offer the whole catalog (engine orders included); ZeRO and bench what a world runs
     assert _choices(command) == (algorithms.names() if command in ("run", "trace", "count") else ALL)
 
 

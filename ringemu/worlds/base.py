@@ -30,7 +30,7 @@ def communicator_algorithms() -> tuple[str, ...]:
     catalog order, each for any buffer (an engine order cut for one buffer length is run by the collectives)."""
     return tuple(a for a in algorithms.names()
                  if all((c, a) in algorithms.REGISTRY and not algorithms.REGISTRY[(c, a)].sized
-                        for c in algorithms.COLLECTIVES))
+                        for c in algorithms.COLLECTIVES))  # engine orders, cut per buffer: call the collectives
 
 
 def check_algorithm(name: object, n_ranks: int, ranks_per_node: int | None = None) -> str:
