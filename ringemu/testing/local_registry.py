@@ -42,6 +42,13 @@ def sums(collective: str) -> bool:
     return bool((algorithms.build(collective, 2).table[:, 4] == ADD).any())
 
 
+def _own_reduce_scatter(name: str) -> bool:
+    """A registry reduce-scatter order of its own (an engine's), not an all-reduce keeping a shard: judged by its
+    own shards."""
+    return ("reduce-scatter", name) in algorithms.REGISTRY and (
+        ("all-reduce", name) not in algorithms.REGISTRY or algorithms.REGISTRY[("reduce-scatter", name)].sized)
+
+
 @dataclass(frozen=True)
 class Declared:
     """One order declared in an :class:`Orders` object (module doc)."""
@@ -106,7 +113,8 @@ class Orders:
         """Whether ``name`` is defined on ``n_ranks`` ranks (a registry algorithm may need a power of two)."""
         if (collective, name) in self._declared or name == GLOO_NATIVE:
             return True
-        need = (collective,) if collective != "reduce-scatter" else (collective, "all-reduce")
+        need = (collective,) if collective != "reduce-scatter" or _own_reduce_scatter(name) else (
+            collective, "all-reduce")
         return all(algorithms.algorithm(c, name).unsupported(n_ranks) is None for c in need)
 
     def results(self, collective: str, name: str, world: np.ndarray) -> list[np.ndarray] | None:
@@ -126,6 +134,8 @@ class Orders:
                 rows = np.broadcast_to(gloo_ring_sum(world), world.shape)
             elif collective == "all-gather":
                 rows = collectives.all_gather(_shards(world), algorithm=name)
+            elif collective == "reduce-scatter" and _own_reduce_scatter(name):
+                return [np.array(shard) for shard in collectives.reduce_scatter(world, algorithm=name)]
             else:
                 rows = collectives.all_reduce(world, algorithm=name)
         if collective == "reduce-scatter":
