@@ -13,8 +13,9 @@ torch = require_torch()
 import torch.distributed as dist  # noqa: E402
 
 import ringemu  # noqa: E402
-from ringemu.algorithms import algorithm as catalog_entry, names  # noqa: E402
+from ringemu.algorithms import algorithm as catalog_entry  # noqa: E402
 from ringemu.torch import RankError, spawn  # noqa: E402
+from ringemu.worlds import communicator_algorithms  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # torch 2.13 renames the *_tensor collectives
 TORCH_OF = {"fp32": torch.float32, "fp64": torch.float64, "fp16": torch.float16, "bf16": torch.bfloat16,
@@ -41,7 +42,7 @@ def world_of(name: str, n: int, numel: int, seed: int) -> np.ndarray:
 @st.composite
 def cases(draw):
     n = draw(st.integers(1, 5))
-    algorithm = draw(st.sampled_from([a for a in names("all-reduce")
+    algorithm = draw(st.sampled_from([a for a in communicator_algorithms()  # one algorithm for all three
                                       if catalog_entry("all-reduce", a).unsupported(n) is None
                                       and a != "hierarchical-ring"]))
     return n, draw(st.sampled_from(list(TORCH_OF))), draw(st.sampled_from([0, 1, 2, 3, 7, 13])), algorithm

@@ -41,6 +41,13 @@ def sums(collective: str) -> bool:
     return bool((algorithms.build(collective, 2).table[:, 4] == ADD).any())
 
 
+def _own_reduce_scatter(name: str) -> bool:
+    """A registry reduce-scatter order of its own (an engine's), not an all-reduce keeping a shard: judged by its
+    own shards."""
+    return ("reduce-scatter", name) in algorithms.REGISTRY and (
+        ("all-reduce", name) not in algorithms.REGISTRY or algorithms.REGISTRY[("reduce-scatter", name)].sized)
+
+
 @dataclass(frozen=True)
 class Declared:
     """One order declared in an :class:`Orders` object (module doc)."""
