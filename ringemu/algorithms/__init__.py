@@ -118,7 +118,7 @@ class Algorithm:
 # The family modules of this package, in the catalog's display order: adding an algorithm is one new module and
 # its name here.
 _FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "gloo",
-             "xla_cpu", "nccl_ring", "nccl_tree")
+             "xla_cpu")
 
 
 def _families():
