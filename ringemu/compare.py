@@ -213,18 +213,21 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
     name_of_dtype, dt = _check(collective, topology, dtype)
     sizes = sorted({check_numel(s) for s in sizes})
     runnable, refused = _runnable(collective, topology.n_ranks)
-    sized = [name for name in runnable if algorithms.algorithm(collective, name).sized]  # engine orders
-    runnable = [name for name in runnable if name not in sized]
-    refused = refused + [(name, "cut for each buffer size (an engine's own partition): in the table, not swept")
-                         for name in sized]
-    profiles = {}
+    sized = {name for name in runnable if algorithms.algorithm(collective, name).sized}  # engine orders
+    profiles, steps = {}, {}
     for name in runnable:  # each schedule is built and walked once; each size only re-prices its chunks
-        schedule = algorithms.build(collective, topology.n_ranks, name, ranks_per_node=topology.ranks_per_node)
-        profiles[name] = (schedule, LinkProfile(schedule, topology))
+        if name not in sized:
+            schedule = algorithms.build(collective, topology.n_ranks, name, ranks_per_node=topology.ranks_per_node)
+            profiles[name] = (schedule, LinkProfile(schedule, topology))
 
     def point(numel: int) -> SweepPoint:
         seconds = {}
-        for name, (schedule, profile) in profiles.items():
+        for name in runnable:
+            if name in sized:  # cut for this buffer: built and counted at each size
+                ledger = count_algorithm(collective, name, topology.n_ranks, numel, dt, topology.ranks_per_node)
+                seconds[name], steps[name] = link_model(ledger, topology).seconds, ledger.n_steps()
+                continue
+            schedule, profile = profiles[name]
             record = _record(schedule, numel, dt, name).records[0]  # the size-only layout of this call
             seconds[name] = profile.seconds(record.layout.chunk_size * record.itemsize)
         return SweepPoint(numel, seconds)
@@ -238,5 +241,5 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
             lo, hi = (middle, hi) if middle.fastest == lo.fastest else (lo, middle)
         if lo.fastest != hi.fastest:
             crossovers.append(Crossover(lo.numel, lo.fastest, hi.fastest))
-    steps = {name: schedule.n_steps for name, (schedule, _) in profiles.items()}
+    steps = {name: profiles[name][0].n_steps if name in profiles else steps.get(name, 0) for name in runnable}
     return Sweep(collective, topology, name_of_dtype, tuple(points), tuple(crossovers), tuple(refused), steps)

@@ -161,7 +161,9 @@ class LinkProfile:
     so a sweep over sizes walks the table once per algorithm.
     """
 
-    def __init__(self, schedule: Schedule, topology: Topology) -> None:
+    def __init__(self, schedule: Schedule, topology: Topology, weights: np.ndarray | None = None) -> None:
+        """``weights``: what each transfer row carries, in units of the size later given to :meth:`seconds` (an
+        engine's partition: each chunk's own elements); None: one chunk each."""
         if schedule.n_ranks != topology.n_ranks:
             raise ValueError(f"topology has {topology.n_ranks} ranks but schedule {schedule.name} runs on "
                              f"{schedule.n_ranks}")
@@ -169,9 +171,10 @@ class LinkProfile:
         table, n, steps, per_node = schedule.table, schedule.n_ranks, schedule.n_steps, topology.ranks_per_node
         step, src, dst = table[:, 0], table[:, 1], table[:, 2]
         inter = (src // per_node != dst // per_node) if per_node > 1 else (src != dst)  # class: 0 intra, 1 inter
-        n_inter = int(np.count_nonzero(inter))
-        self.chunks_per_class = [table.shape[0] - n_inter, n_inter]  # chunk transfers on [intra, inter] links
-        links, link_chunks = _counts((step * n + src) * n + dst)  # a message: one (step, src, dst)
+        w = np.ones(table.shape[0], dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
+        n_inter = int(w[inter].sum())
+        self.chunks_per_class = [int(w.sum()) - n_inter, n_inter]  # chunk transfers on [intra, inter] links
+        links, link_chunks = _counts((step * n + src) * n + dst, w)  # a message: one (step, src, dst)
         self.messages = int(links.size)
         busiest = np.zeros((steps, 2), dtype=np.int64)
         if topology.contention == "link":
@@ -183,10 +186,11 @@ class LinkProfile:
             for rank in (src, dst):
                 key = step_class + rank
                 if steps * n * 2 <= _BINCOUNT_LIMIT:  # one row of n ports per (step, class)
-                    per_port = np.bincount(key, minlength=steps * 2 * n).reshape(steps * 2, n)
+                    per_port = np.bincount(key, weights=None if weights is None else w,
+                                           minlength=steps * 2 * n).astype(np.int64).reshape(steps * 2, n)
                     np.maximum(busiest, per_port.max(axis=1).reshape(steps, 2), out=busiest)
                 else:
-                    ports, port_chunks = _counts(key)
+                    ports, port_chunks = _counts(key, w)
                     np.maximum.at(busiest, (ports // (2 * n), (ports // n) % 2), port_chunks)
         self.busiest = busiest.tolist()  # per step, per class: chunks on the busiest resource
 
@@ -207,15 +211,16 @@ class LinkProfile:
         return out
 
 
-def _counts(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct keys in increasing order, multiplicity). The schedules' keys are step-major and mostly in order
-    within a step, so a stable sort (timsort: linear on a few sorted runs) is cheap; sorted keys skip it."""
+def _counts(key: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys in increasing order, the sum of their weights). The schedules' keys are step-major and mostly
+    in order within a step, so a stable sort (timsort: linear on a few sorted runs) is cheap; sorted keys skip it."""
     if key.size and not np.all(key[1:] >= key[:-1]):
-        key = np.sort(key, kind="stable")
+        order = np.argsort(key, kind="stable")
+        key, weights = key[order], weights[order]
     if key.size == 0:
         return key, key
     starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-    return key[starts], np.diff(np.append(starts, key.size))
+    return key[starts], np.add.reduceat(weights, starts)
 
 
 def _records(ledger: CommLedger, topology: Topology, label) -> list[CollectiveRecord]:
@@ -242,7 +247,11 @@ def link_model(ledger: CommLedger, topology: Topology, label=None) -> LinkModel:
     records run one after another, so messages, bytes and seconds add up."""
     count, per_class, seconds = 0, {c.name: 0 for c in (topology.intra, topology.inter)}, Fraction(0)
     for rec in _records(ledger, topology, label):
-        profile, chunk_bytes = LinkProfile(rec.schedule, topology), rec.layout.chunk_size * rec.itemsize
+        if getattr(rec.layout, "pads_on_wire", True):
+            profile, chunk_bytes = LinkProfile(rec.schedule, topology), rec.layout.chunk_size * rec.itemsize
+        else:  # an engine's partition: each transfer carries its chunk's own elements
+            weights = rec.layout.wire_elements()[rec.schedule.table[:, 3]]
+            profile, chunk_bytes = LinkProfile(rec.schedule, topology, weights), rec.itemsize
         count += profile.messages
         for name, nbytes in profile.class_bytes(chunk_bytes).items():
             per_class[name] += nbytes

@@ -18,7 +18,7 @@ from ringemu.topology import INFINIBAND, NVLINK, LinkClass, LinkProfile, Topolog
 
 ALL_REDUCE = "all-reduce"
 RING = algorithms.DEFAULT_ALGORITHM
-ENTRIES = list(algorithms.REGISTRY.values())
+ENTRIES = [e for e in algorithms.REGISTRY.values() if not e.sized]  # engine orders are cut per buffer
 
 alphas = st.fractions(min_value=0, max_value=10, max_denominator=1000)
 bandwidths = st.fractions(min_value=Fraction(1, 100), max_value=1000, max_denominator=1000)

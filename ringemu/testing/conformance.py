@@ -125,7 +125,10 @@ def _adds(collective: str) -> bool:
 
 
 def _orders(collective: str) -> tuple[str, ...]:
-    return algorithms.names(collective) + ((GLOO_NATIVE,) if _adds(collective) else ())
+    """The textbook orders (whose reduce-scatter is the all-reduce's shards; engine orders, cut per buffer, are
+    checked against their engines) and gloo's own."""
+    textbook = tuple(o for o in algorithms.names(collective) if not algorithms.algorithm(collective, o).sized)
+    return textbook + ((GLOO_NATIVE,) if _adds(collective) else ())
 
 
 def _rank_body(comm, worlds: dict, collectives: Sequence[str]) -> dict:
@@ -159,7 +162,7 @@ def _bytes_problem(collective: str, matched: list[str], sent: list[int], dtype, 
     algorithm that runs on N, when none of the registry's matched); else the message against the first of them."""
     n = len(sent)
     candidates = [o for o in matched if o != GLOO_NATIVE] or [
-        o for o in algorithms.names(collective) if algorithms.algorithm(collective, o).unsupported(n) is None]
+        o for o in _orders(collective) if o != GLOO_NATIVE and algorithms.algorithm(collective, o).unsupported(n) is None]
     ledgers = {o: _ledger_bytes(collective, o, n, numel, dtype) for o in candidates}
     if any(want == sent for want in ledgers.values()):
         return None
