@@ -13,6 +13,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.engines import ENGINES  # noqa: E402
 
 
+CAPTURE = """## Checking an engine that does not run here (NCCL on your GPUs)
+
+Capture what every rank fed the collective and got back, then ask `ringemu identify` which registry orders
+reproduce it bit for bit (or where the nearest one departs: element, rank, chunk, step):
+
+```python
+import numpy as np, torch, torch.distributed as dist          # run under torchrun, any backend (nccl, gloo, ...)
+dist.init_process_group()
+rank, n, S = dist.get_rank(), dist.get_world_size(), 1 << 14
+x = torch.randn(S, generator=torch.Generator().manual_seed(1000 + rank)).cuda()   # .float() / .half() / .bfloat16()
+y = x.clone(); dist.all_reduce(y)
+xs, ys = [torch.empty_like(x) for _ in range(n)], [torch.empty_like(y) for _ in range(n)]
+dist.all_gather(xs, x); dist.all_gather(ys, y)
+bits = (lambda t: t.view(torch.int16)) if x.dtype == torch.bfloat16 else (lambda t: t)
+if rank == 0: np.savez("dump.npz", collective="all-reduce", dtype={torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}[x.dtype], inputs=torch.stack([bits(t) for t in xs]).cpu().numpy(), outputs=torch.stack([bits(t) for t in ys]).cpu().numpy())
+```
+
+then `ringemu identify dump.npz` (exit 0 when some order reproduces it; `--json` for a machine-readable answer).
+Use N >= 4 ranks and a few thousand random elements: integer-valued inputs sum exactly in any order, so every
+order would match them.
+"""
+
+
 def table(rows: list[dict], skipped: dict[str, str], seconds: float, quick: bool) -> str:
     out = ["# Engines as they really run", "",
            "Every row is a run of the engine on this machine against the ringemu registry entry named for it: the",
@@ -32,7 +55,7 @@ def table(rows: list[dict], skipped: dict[str, str], seconds: float, quick: bool
         out.append(f"- `{r['entry']}` {r['collective']}: first departure {r['first_mismatch']}")
     if skipped:
         out += ["", "Not run here:"] + [f"- {name}: {why}" for name, why in skipped.items()]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n" + CAPTURE
 
 
 def main(argv=None) -> int:
@@ -43,7 +66,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     rows, skipped = [], {}
     start = time.perf_counter()
-    for name in args.engines.split(","):
+    for name in filter(None, args.engines.split(",")):
         module = importlib.import_module(f"benchmarks.engines.{name}")
         why = module.available()
         if why is not None:

@@ -1,6 +1,7 @@
 """Markdown tables from a benchmarks/run.py JSON file (the tables of docs/performance.md).
 
-Usage: ``python benchmarks/report.py benchmarks/results/n8-s24.json``
+Usage: ``python benchmarks/report.py benchmarks/results/n8-s24.json`` (every table), or with ``--readme``: the
+README's performance table, the floor it is measured against printed beside it.
 """
 from __future__ import annotations
 
@@ -18,8 +19,43 @@ def targets(d: dict) -> list[str]:
     out = ["| target | measured | required | met |", "|---|---:|---:|:---:|"]
     for t in d["targets"]:
         sign = "≤" if t["better"] == "lower" else "≥"
-        out.append(f"| {t['target']} | {t['value']:.3g}{t['unit']} | {sign} {t['limit']}{t['unit']} | "
+        value = "not taken" if t["value"] != t["value"] else f"{t['value']:.3g}{t['unit']}"  # NaN: no ratio
+        out.append(f"| {t['target']} | {value} | {sign} {t['limit']}{t['unit']} | "
                    f"{'yes' if t['met'] else '**no**'} |")
+    return out
+
+
+def floor_line(d: dict) -> str:
+    """The run's floor (benchmarks/floor.py): its three rates and whether it passed its own check."""
+    f = d.get("floor")
+    if not f:
+        return "(no checked floor in this run)"
+    g = f["GBps"]
+    verdict = "passed its sanity check" if f["passed"] else f"FAILED its sanity check ({f['why_not']}): no ratios"
+    return (f"Floor, measured in the same run on pre-faulted arrays ({f['threads']} threads): copy {g['copy']:.1f} "
+            f"GB/s, add {g['add']:.1f} GB/s, in-place add {g['inplace_add']:.1f} GB/s; {verdict}. A collective's "
+            "floor is its least traffic at the best of the three rates.")
+
+
+def readme_table(d: dict) -> list[str]:
+    """One row per collective: ringemu's modes, the numpy loop and the peers; least traffic; × floor."""
+    m = d["main"]
+    med = {(r["op"], r["impl"]): r for r in m["rows"]}
+    for p in d["peers"].values():
+        for r in p["rows"]:
+            med[(r["op"], p["impl"])] = r
+    peers = [("torch-gloo", "torch gloo (8 procs)"), ("jax-host", "JAX (8 host devices)"),
+             ("mpi4py-openmpi", "mpi4py (Open MPI)")]
+    out = [floor_line(d), "",
+           "| op | ringemu fused | ringemu step | numpy per-rank loop | " + " | ".join(t for _, t in peers)
+           + " | least traffic | floor | fused × floor |", "|---|" + "---:|" * (7 + len(peers) - 1)]
+    for op in SHORT:
+        fused = med[(op, "ringemu-fused")]
+        cells = [ms(med[(op, i)]["median_s"]) + " ms" if (op, i) in med else "–"
+                 for i in ("ringemu-fused", "ringemu-step", "numpy-loop", *(k for k, _ in peers))]
+        x = fused.get("x_floor2")
+        out.append(f"| {SHORT[op]} | " + " | ".join(cells) + f" | {fused.get('least_B', 0):,} B | "
+                   f"{ms(fused.get('floor2_s', float('nan')))} ms | {'–' if x is None else f'{x:.2f}'} |")
     return out
 
 
@@ -80,6 +116,10 @@ def zero_table(d: dict) -> list[str]:
         out.append(f"| {r['stage']} | {r['step_s_min']:.3f} | {r['collectives_s']:.3f} | {r['model_s']:.3f} | "
                    f"{r['optimizer_s']:.3f} | {r['floor_s']:.4f} | {r['x_floor']:.1f} | "
                    f"{r['x_floor_without_model']:.1f} |")
+    if all("collectives_x_floor" in r for r in z["rows"]):
+        out += ["", "The step's collectives against their share of the floor (in the emulated world / called "
+                "directly): " + ", ".join(f"{r['stage']} {r['collectives_x_floor']:.2f}× / "
+                                          f"{r['collectives_direct_x_floor']:.2f}×" for r in z["rows"]) + "."]
     return out
 
 
@@ -127,12 +167,16 @@ def scale_tables(sc: dict) -> list[str]:
 
 def main() -> None:
     d = json.load(open(sys.argv[1]))
+    if "--readme" in sys.argv[2:]:
+        print("\n".join(readme_table(d) + [""] + targets(d)))
+        return
     if "main" not in d:  # `run.py --only-scale`
         for title, lines in (("Targets", targets(d)), ("Scale", scale_tables(d["scale"]))):
             print(f"### {title}\n")
             print("\n".join(lines) + "\n")
         return
-    for title, lines in (("Targets", targets(d)), ("Collectives", main_table(d)), ("Peers", peers_table(d)),
+    for title, lines in (("Targets", targets(d)), ("Floor", [floor_line(d)] + readme_table(d)[1:]),
+                         ("Collectives", main_table(d)), ("Peers", peers_table(d)),
                          ("16-bit wire types", wire16_table(d)), ("All-reduce sweep", sweep_table(d)),
                          ("ZeRO training step", zero_table(d))) + ((("Scale", scale_tables(d["scale"])),)
                                                                    if d.get("scale") else ()):

@@ -2,7 +2,9 @@
 
 Measured side by side in one run (ratios only mean something within one run on a shared machine):
 * all_reduce of S fp32 per rank on N thread-ranks (or processes for gloo), median of ``--repeats`` timed calls
-  after a barrier, for S = 1 MiB, 16 MiB and 64 MiB per rank;
+  after a barrier (ten times as many at 4 KiB), for S = 4 KiB, 1 MiB, 16 MiB and 64 MiB per rank;
+* the hand-off alone: ``barrier()`` on both groups, median of 100 (no data moves: what meeting and waking the
+  ranks costs);
 * a world start: ``spawn`` of a function that returns at once, N = 8;
 * one DDP and one FSDP2 training step (Adam) of an MLP on N = 8 thread-ranks.
 torch's threaded group (``torch.testing._internal.distributed.multi_threaded_pg``) is a private testing module:
@@ -45,6 +47,34 @@ def _timed_all_reduce(numel: int, repeats: int):
             samples.append(time.perf_counter() - start)
         return samples
     return fn
+
+
+def _timed_barrier(repeats: int):
+    def fn(rank):
+        for _ in range(5):
+            dist.barrier()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            dist.barrier()
+            samples.append(time.perf_counter() - start)
+        return samples
+    return fn
+
+
+ROUNDS = 3  # each comparison runs in rounds, the two groups taking turns; the median round is kept
+
+
+def _side_by_side(fn_of, n: int):
+    """(ringemu, threaded) median seconds of rank 0, the groups taking turns for ROUNDS rounds (so that a burst
+    of load from elsewhere hits both alike), each the median over its rounds."""
+    ours, theirs = [], []
+    for _ in range(ROUNDS):
+        ours.append(statistics.median(spawn(fn_of(), n).results[0]))
+        theirs.append(statistics.median(_threaded_world(fn_of(), n)[0]))
+    return statistics.median(ours), statistics.median(theirs)
+
+TARGETS = {"4 KiB": 1.0, "1 MiB": 2.0, "16 MiB": 2.0, "64 MiB": 2.0, "ddp": 1.3, "fsdp2": 1.3}  # × threaded
 
 
 def _threaded_world(fn, n: int):
@@ -122,6 +152,26 @@ def _training_step(kind: str, width: int, depth: int, repeats: int):
     return fn
 
 
+def markdown(out: dict) -> str:
+    """docs/torch.md's speed table from one run's results."""
+    h = out["handoff"]
+    lines = [f"| fp32 per rank, N = {out['ranks']} | ringemu backend | threaded group | speed-up | gloo processes "
+             "| speed-up |", "|---|---:|---:|---:|---:|---:|",
+             f"| hand-off alone (`barrier()`) | {h['ringemu'] * 1e6:.0f} µs | {h['threaded'] * 1e6:.0f} µs | "
+             f"{h['threaded'] / h['ringemu']:.2f}× | – | – |"]
+    for r in out["all_reduce"]:
+        gloo = f"{r['gloo'] * 1e3:.1f} ms | {r['gloo'] / r['ringemu']:.2f}×" if r["gloo"] else "– | –"
+        lines.append(f"| all_reduce {r['size']} | {r['ringemu'] * 1e3:.2f} ms | {r['threaded'] * 1e3:.2f} ms | "
+                     f"{r['threaded'] / r['ringemu']:.2f}× | {gloo} |")
+    for r in out["training"]:
+        lines.append(f"| {r['kind']} step, {r['depth']} × Linear({r['width']}, {r['width']}) | {r['ringemu']:.3f} s "
+                     f"| {r['threaded']:.3f} s | {r['threaded'] / r['ringemu']:.2f}× | – | – |")
+    lines.append(f"\nWorld start (a function that returns at once): {out['world_start_s'] * 1e3:.1f} ms. Targets: "
+                 + "; ".join(f"{t['what']} {t['speedup']:.2f}× (≥ {t['need']}×: {'met' if t['met'] else 'not met'})"
+                             for t in out["targets"]) + ".")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, default=8)
@@ -130,18 +180,23 @@ def main() -> None:
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = p.parse_args()
     n, reps = args.ranks, args.repeats
-    sizes = [1 << 18] if args.quick else [1 << 18, 1 << 22, 1 << 24]  # fp32 elements per rank: 1, 16, 64 MiB
+    sizes = [1 << 10, 1 << 18] if args.quick else [1 << 10, 1 << 18, 1 << 22, 1 << 24]  # fp32: 4 KiB ... 64 MiB
     out = {"ranks": n, "torch": torch.__version__, "all_reduce": [], "training": []}
+    ours, threaded = _side_by_side(lambda: _timed_barrier(100), n)
+    out["handoff"] = {"ringemu": ours, "threaded": threaded}
+    print(f"hand-off alone (barrier, median of 100): ringemu {ours * 1e6:.0f} µs, threaded {threaded * 1e6:.0f} µs "
+          f"({threaded / ours:.1f}x)")
     print(f"all_reduce, fp32, {n} ranks: median seconds of {reps} calls (speed-up of ringemu in brackets)")
     for numel in sizes:
-        ours = statistics.median(spawn(_timed_all_reduce(numel, reps), n).results[0])
-        threaded = statistics.median(_threaded_world(_timed_all_reduce(numel, reps), n)[0])
-        gloo = None if args.quick else _gloo(n, numel, reps)
+        calls = reps * 10 if numel <= 1 << 12 else reps
+        ours, threaded = _side_by_side(lambda: _timed_all_reduce(numel, calls), n)
+        gloo = None if args.quick or numel <= 1 << 12 else _gloo(n, numel, reps)
         row = {"mib_per_rank": numel * 4 / 2 ** 20, "ringemu": ours, "threaded": threaded, "gloo": gloo}
         out["all_reduce"].append(row)
         gloo_text = f"gloo {gloo:.4f} ({gloo / ours:.1f}x)" if gloo else "gloo -"
-        print(f"  {row['mib_per_rank']:5.0f} MiB: ringemu {ours:.4f}  threaded {threaded:.4f} "
-              f"({threaded / ours:.1f}x)  {gloo_text}")
+        row["size"] = f"{numel * 4 >> 20} MiB" if numel * 4 >= 1 << 20 else f"{numel * 4 >> 10} KiB"
+        print(f"  {row['size']:>6}: ringemu {ours:.5f}  threaded {threaded:.5f} "
+              f"({threaded / ours:.2f}x)  {gloo_text}")
     starts = []
     for _ in range(reps):
         begin = time.perf_counter()
@@ -151,13 +206,19 @@ def main() -> None:
     print(f"world start, {n} ranks: {out['world_start_s'] * 1e3:.1f} ms (median of {reps})")
     width, depth = (256, 4) if args.quick else (1024, 4)
     for kind in ("ddp", "fsdp2"):
-        ours = statistics.median(spawn(_training_step(kind, width, depth, reps), n).results[0])
-        threaded = statistics.median(_threaded_world(_training_step(kind, width, depth, reps), n)[0])
+        ours, threaded = _side_by_side(lambda: _training_step(kind, width, depth, reps), n)
         out["training"].append({"kind": kind, "width": width, "depth": depth, "ringemu": ours, "threaded": threaded})
         print(f"{kind} step, {depth} x Linear({width}, {width}), {n} ranks: ringemu {ours:.4f} s  threaded "
               f"{threaded:.4f} s ({threaded / ours:.1f}x)")
+    speedups = {r["size"]: r["threaded"] / r["ringemu"] for r in out["all_reduce"]}
+    speedups.update({r["kind"]: r["threaded"] / r["ringemu"] for r in out["training"]})
+    out["targets"] = [{"what": what, "speedup": speedups[what], "need": need, "met": speedups[what] >= need}
+                      for what, need in TARGETS.items() if what in speedups]
+    print("targets (× torch's threaded group, same run): " + "; ".join(
+        f"{t['what']} {t['speedup']:.2f}× (≥ {t['need']}: {'met' if t['met'] else 'not met'})" for t in out["targets"]))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
+    print(markdown(out))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ a += b counts 3):
 * each collective of the step: ``ringemu.cli.bench.floor_bytes``, the least traffic that produces the ring's
   end state (reduce-scatter (2N−1)·S·e and all-reduce 2N·S·e at the add rate, all-gather N·S·e at the copy
   rate; S the padded elements per rank, e the element size);
+  the step's collectives alone are compared with their part of the floor too (``collectives_x_floor``, in the
+  world, and ``collectives_direct_x_floor``, called directly);
 * the optimizer: 28 B per updated parameter at the add rate: read the reduced 16-bit gradient (2 B), read and
   write the fp32 master, m and v (24 B), write the new 16-bit weight (2 B). DP updates Ψ parameters on every
   rank (N·Ψ in all), each ZeRO stage Ψ/N per rank (Ψ in all).
@@ -160,13 +162,19 @@ def optimizer_alone(job, stage: str) -> float:
     return on_threads(rank_fn, n)
 
 
-def floor_of(stage: str, records, n: int, psi: int, stream: dict) -> tuple[int, float]:
-    """(bytes, seconds) of the step's bandwidth floor (module doc)."""
+def collectives_floor(records, n: int, stream: dict) -> tuple[int, float]:
+    """(bytes, seconds) of the step's collectives alone at their floor (module doc)."""
     total_bytes, seconds = 0, 0.0
     for r in records:
         nbytes, rate = floor_bytes(_FLOOR_OPS[r.schedule.name], n, r.layout.padded_numel, r.itemsize)
         total_bytes += nbytes
         seconds += nbytes / stream[f"{rate}_Bps"]
+    return total_bytes, seconds
+
+
+def floor_of(stage: str, records, n: int, psi: int, stream: dict) -> tuple[int, float]:
+    """(bytes, seconds) of the step's bandwidth floor (module doc)."""
+    total_bytes, seconds = collectives_floor(records, n, stream)
     updated = psi * n if stage == "dp" else psi
     total_bytes += OPTIMIZER_BYTES * updated
     seconds += OPTIMIZER_BYTES * updated / stream["add_Bps"]
@@ -185,10 +193,13 @@ def time_stage(stage: str, n: int, steps: int, units, width: int, stream: dict) 
     optimizer = min(optimizer_alone(job, stage) for _ in range(3))
     psi = sum(units)
     fbytes, floor_s = floor_of(stage, one_step, n, psi, stream)
+    _, comm_floor_s = collectives_floor(one_step, n, stream)
     step = float(step_times.min())
     return {"stage": stage, "step_s_min": step, "step_s_median": float(np.median(step_times)),
             "step_s_mean": float(step_times.mean()), "collectives_s": comm, "collectives": len(one_step),
             "collectives_direct_s": direct, "collectives_x_direct": comm / direct,
+            "collectives_floor_s": comm_floor_s, "collectives_x_floor": comm / comm_floor_s,
+            "collectives_direct_x_floor": direct / comm_floor_s,
             "model_s": model, "optimizer_s": optimizer, "floor_bytes": fbytes, "floor_s": floor_s,
             "x_floor": step / floor_s, "x_floor_without_model": (step - model) / floor_s,
             "traffic_sent_bytes_per_rank_per_step": report.traffic_sent_bytes_per_rank[0] // (steps + 1)}
@@ -228,6 +239,9 @@ def main() -> None:
     print("collectives inside the emulated world / the same collectives called directly: " + ", ".join(
         f"{r['stage']} {r['collectives_x_direct']:.2f}× ({r['collectives_s'] * 1e3:.1f} / "
         f"{r['collectives_direct_s'] * 1e3:.1f} ms)" for r in rows))
+    print("collectives (in the world / direct) against their floor: " + ", ".join(
+        f"{r['stage']} {r['collectives_x_floor']:.2f}× / {r['collectives_direct_x_floor']:.2f}× "
+        f"(floor {r['collectives_floor_s'] * 1e3:.1f} ms)" for r in rows))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .claim import Claim
+from .claims_beyond import BEYOND_CLAIMS
 from .claims_comm import COMM_CLAIMS
 from .claims_map import EXTRA_CLAIMS, MAP_CLAIMS
 from .claims_memory import MEMORY_CLAIMS
@@ -9,7 +10,7 @@ from .claims_memory import MEMORY_CLAIMS
 __all__ = ["CATALOG", "CLAIMS", "EXTRAS", "select"]
 
 CLAIMS: tuple[Claim, ...] = MEMORY_CLAIMS + COMM_CLAIMS + MAP_CLAIMS  # exactly claims.md's IDs
-EXTRAS: tuple[Claim, ...] = EXTRA_CLAIMS                               # X1…: outside claims.md
+EXTRAS: tuple[Claim, ...] = EXTRA_CLAIMS + BEYOND_CLAIMS              # X1…, XB1…: outside claims.md
 CATALOG: tuple[Claim, ...] = CLAIMS + EXTRAS
 
 

@@ -68,14 +68,15 @@ class RunContext:
 
     # -- runs ---------------------------------------------------------------------------------------------
     def size_only(self, stage: str, n_ranks: int, psi: int | None = None, unit_sizes=None,
-                  activation_bytes: int = 0, wire_dtype: str = "bf16", activations: tuple | None = None):
+                  activation_bytes: int = 0, wire_dtype: str = "bf16", activations: tuple | None = None,
+                  ranks_per_node: int | None = None):
         """``zero_stages.run_size_only(...)``'s StageReport (memoized). ``activations`` is
         ``(seq, batch, hidden, layers, recompute)``: the stages record them layer by layer through
         ``zero_stages.ActivationShape`` (Korthikanti et al. 2022)."""
         units = tuple(unit_sizes) if unit_sizes is not None else None
-        key = ("size_only", stage, n_ranks, psi, units, activation_bytes, wire_dtype, activations)
+        key = ("size_only", stage, n_ranks, psi, units, activation_bytes, wire_dtype, activations, ranks_per_node)
         fn = self._stage_fn("run_size_only")
-        extra = {}
+        extra = {} if ranks_per_node is None else {"ranks_per_node": ranks_per_node}
         if activations is not None:
             extra["activations"] = self._stage_fn("ActivationShape")(*activations)
         return self._memo(key, lambda: fn(stage, n_ranks, psi=psi, unit_sizes=units, wire_dtype=wire_dtype,

@@ -10,6 +10,7 @@ collectives and trace < worlds < torch < testing < cli; ``tests/test_layering.py
 from .blocks import check_integer_blocks, integer_blocks
 from .collectives import all_gather, all_reduce, naive_all_reduce, reduce_scatter
 from .dtypes import DTYPES, resolve_dtype
+from .identify import identify, identify_dump
 from .layout import ChunkLayout
 from .ledger import CommLedger, RankTraffic, Traffic
 from .memory import MemoryLedger
@@ -28,5 +29,5 @@ __all__ = [
     "naive_reduce_broadcast", "schedule_for", "check_provenance", "ProvenanceError",
     "ChunkLayout", "CommLedger", "Traffic", "RankTraffic", "MemoryLedger", "VirtualBuffer",
     "integer_blocks", "check_integer_blocks", "trace_collective", "trace_schedule",
-    "DTYPES", "resolve_dtype", "__version__",
+    "DTYPES", "resolve_dtype", "identify", "identify_dump", "__version__",
 ]

@@ -40,7 +40,7 @@ from .faults.plan import as_plan
 from .layout import ChunkLayout
 from .partition import layout_for
 from .ledger import CommLedger
-from .algorithms import DEFAULT_ALGORITHM, build
+from .algorithms import CONTRACTS, DEFAULT_ALGORITHM, build
 from .schedule import Schedule
 from .virtual import VirtualBuffer
 
@@ -154,12 +154,17 @@ def _schedule_of(collective: str, n: int, algorithm: str, ranks_per_node, schedu
                  numel: int, dtype) -> Schedule:
     """The registry's schedule (engine orders cut for this buffer's length and element size), or the prebuilt
     ``schedule`` a caller keeps (the emulated world keeps one per collective and algorithm, so the kernels'
-    preparation of its table is done once)."""
+    preparation of its table is done once). A prebuilt one must be on ``n`` ranks and declare the collective's
+    pre- and postcondition (an all-gather's schedule handed to all_reduce would return unreduced data)."""
     if schedule is None:
         return build(collective, n, algorithm, ranks_per_node=ranks_per_node, numel=numel,
                      itemsize=resolve_dtype(dtype).itemsize)
     if not isinstance(schedule, Schedule) or schedule.n_ranks != n:
         raise ValueError(f"schedule must be a Schedule of {collective} on {n} ranks; got {schedule!r}")
+    initial, finals = CONTRACTS[collective]  # ringemu.algorithms: what each collective's schedules declare
+    if schedule.initial != initial or schedule.final not in finals:
+        raise ValueError(f"schedule {schedule.name!r} goes from {schedule.initial!r} to {schedule.final!r}; "
+                         f"{collective} needs {initial!r} to {' or '.join(map(repr, finals))}")
     return schedule
 
 

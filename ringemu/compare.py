@@ -22,6 +22,7 @@ from . import algorithms, collectives
 from .checks import check_numel
 from .dtypes import dtype_name, resolve_dtype
 from .layout import ChunkLayout
+from .partition import layout_for
 from .ledger import CommLedger
 from .schedule import Schedule
 from .topology import LinkProfile, Topology, link_model
@@ -91,10 +92,14 @@ def _topology_dict(topology: Topology) -> dict:
 
 
 def _runnable(collective: str, n_ranks: int) -> tuple[list[str], list[tuple[str, str]]]:
-    """Names of the catalog entries for ``collective`` that support N; (name, reason) of the rest."""
+    """Names of the catalog entries for ``collective`` that support N; (name, reason) of the rest. An engine order
+    cut for each buffer length (:attr:`~ringemu.algorithms.Algorithm.sized`) is not priced here, where a schedule
+    is built once and re-priced per size; ``ringemu count --algorithm NAME`` counts it."""
     runnable, refused = [], []
     for name in algorithms.names(collective):
-        reason = algorithms.algorithm(collective, name).unsupported(n_ranks)
+        entry = algorithms.algorithm(collective, name)
+        reason = entry.unsupported(n_ranks) or (
+            "cut for each buffer length (an engine order): count it with ringemu count" if entry.sized else None)
         if reason is None:
             runnable.append(name)
         else:
@@ -117,9 +122,9 @@ def count_algorithm(collective: str, name: str, n_ranks: int, numel: int, dtype,
 
 def _record(schedule: Schedule, numel: int, dtype, label: str) -> CommLedger:
     """A ledger holding one size-only call of ``schedule`` with the collectives' layout (shards of ChunkLayout(S, N),
-    cut into the schedule's chunks): what :func:`count_algorithm` records, for a schedule built once."""
+    cut into the schedule's chunks, or an engine order's own partition): what :func:`count_algorithm` records."""
     ledger = CommLedger()
-    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks, schedule.n_ranks), dtype, label, size_only=True)
+    ledger.record(schedule, layout_for(schedule, numel), dtype, label, size_only=True)
     return ledger
 
 
@@ -213,8 +218,12 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
     name_of_dtype, dt = _check(collective, topology, dtype)
     sizes = sorted({check_numel(s) for s in sizes})
     runnable, refused = _runnable(collective, topology.n_ranks)
-    sized = {name for name in runnable if algorithms.algorithm(collective, name).sized}  # engine orders
-    profiles, steps = {}, {}
+    sized = [name for name in runnable if algorithms.algorithm(collective, name).sized]  # engine orders
+    runnable = [name for name in runnable if name not in sized]
+    refused = refused + [(name, "cut for each buffer size (an engine's own partition): in the table, not swept")
+                         for name in sized]
+    profiles = {}
+    sized = {name for name in runnable if algorithms.algorithm(collective, name).sized}
     for name in runnable:  # each schedule is built and walked once; each size only re-prices its chunks
         if name not in sized:
             schedule = algorithms.build(collective, topology.n_ranks, name, ranks_per_node=topology.ranks_per_node)
@@ -222,14 +231,12 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
 
     def point(numel: int) -> SweepPoint:
         seconds = {}
-        for name in runnable:
-            if name in sized:  # cut for this buffer: built and counted at each size
-                ledger = count_algorithm(collective, name, topology.n_ranks, numel, dt, topology.ranks_per_node)
-                seconds[name], steps[name] = link_model(ledger, topology).seconds, ledger.n_steps()
-                continue
-            schedule, profile = profiles[name]
+        for name, (schedule, profile) in profiles.items():
             record = _record(schedule, numel, dt, name).records[0]  # the size-only layout of this call
             seconds[name] = profile.seconds(record.layout.chunk_size * record.itemsize)
+        for name in sorted(sized):  # an engine's own cut of this size: its ledger, priced per link and step
+            ledger = count_algorithm(collective, name, topology.n_ranks, numel, dt, topology.ranks_per_node)
+            seconds[name] = link_model(ledger, topology).seconds
         return SweepPoint(numel, seconds)
 
     points = [point(s) for s in sizes]
@@ -241,5 +248,5 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
             lo, hi = (middle, hi) if middle.fastest == lo.fastest else (lo, middle)
         if lo.fastest != hi.fastest:
             crossovers.append(Crossover(lo.numel, lo.fastest, hi.fastest))
-    steps = {name: profiles[name][0].n_steps if name in profiles else steps.get(name, 0) for name in runnable}
+    steps = {name: schedule.n_steps for name, (schedule, _) in profiles.items()}
     return Sweep(collective, topology, name_of_dtype, tuple(points), tuple(crossovers), tuple(refused), steps)

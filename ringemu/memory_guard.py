@@ -3,7 +3,8 @@
 A run with real numbers holds its arrays in this process: ``ringemu run --ranks 100000 --numel 1`` would pad
 every rank's one element to a chunk per rank (a 100,000 × 100,000 world) and walk a schedule of 2·10^10
 transfers: hundreds of GiB. :func:`check_fits` compares a run's estimated bytes with the memory available now
-(``MemAvailable`` of ``/proc/meminfo``, and the cgroup's limit less its usage when one is set) and raises
+(``MemAvailable`` of ``/proc/meminfo``, the cgroup's limit less its usage when one is set, and the address-space
+limit ``ulimit -v`` (``RLIMIT_AS``, setrlimit(2)) less the process's ``VmSize`` when one is set) and raises
 :class:`NotEnoughMemory` (a ValueError: the command line prints one line and exits 2) that names the size-only
 command counting the same run without data.
 
@@ -13,14 +14,14 @@ guard is for runs that are off by orders of magnitude, not for the last few perc
 """
 from __future__ import annotations
 
-import os
+import resource
 from pathlib import Path
 
 from . import algorithms
 from .layout import ChunkLayout
 from .partition import layout_for
 
-__all__ = ["NotEnoughMemory", "available_bytes", "check_fits", "collective_run_bytes", "schedule_table_bytes"]
+__all__ = ["NotEnoughMemory", "address_space_left", "available_bytes", "check_fits", "collective_run_bytes", "schedule_table_bytes"]
 
 TABLE_ROW_BYTES = 5 * 8 + 8 + 8  # one int64 row of (step, src, dst, chunk, op), plus the kernel's sort indexes
 FIXED_BYTES = 4 << 20  # Python objects of any run (ledger, records, result lists), whatever its size
@@ -40,10 +41,27 @@ def _read_int(path: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def address_space_left() -> int | None:
+    """``RLIMIT_AS``'s soft limit (``ulimit -v``, in bytes) less this process's virtual size (``VmSize`` of
+    ``/proc/self/status``, kB = 1024 B); None without a limit. Beyond it every allocation fails (ENOMEM)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    used = 0
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                used = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, soft - used)
+
+
 def available_bytes() -> int | None:
     """Bytes this process may still allocate: ``MemAvailable``, capped by a cgroup limit less its usage (v2 or
-    v1); None where neither can be read (the guard then lets the run go)."""
-    found = []
+    v1) and by the address-space limit (:func:`address_space_left`); None where none can be read (the guard then
+    lets the run go)."""
+    found = [] if address_space_left() is None else [address_space_left()]
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):

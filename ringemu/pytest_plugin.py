@@ -9,7 +9,8 @@ What it does in a pytest session, so that a user's property tests pass on a firs
 * **registers hypothesis profiles** ``ringemu-dev`` (hypothesis's defaults, deadline 2 s: above any warm
   collective on the worlds ringemu's strategies draw, even on a loaded machine) and ``ringemu-ci`` (hypothesis's own
   ``ci`` profile — derandomized, no example database — with 200 examples, deadline 10 s, failing examples printed as
-  a reproducible blob). If the session chose no profile of its own (no ``--hypothesis-profile``; the profile in
+  a reproducible blob), both without hypothesis's *explain* phase (whose report would point into ringemu's
+  oracle rather than your code). If the session chose no profile of its own (no ``--hypothesis-profile``; the profile in
   effect is hypothesis's ``default``, or the ``ci`` it loads itself when ``CI`` is set, not re-registered by a
   conftest), it loads ``ringemu-ci`` under CI and ``ringemu-dev`` otherwise;
 * **fixtures**: ``ring_world`` — ``ring_world(n_ranks, mode="fused", timeout=60, algorithm=...)`` returns an
@@ -41,11 +42,14 @@ _TRUE = ("1", "true", "yes", "on")
 
 def register_profiles() -> None:
     """Register ``ringemu-dev`` and ``ringemu-ci`` with hypothesis (module doc)."""
-    from hypothesis import HealthCheck, settings
+    from hypothesis import HealthCheck, Phase, settings
 
-    settings.register_profile("ringemu-dev", deadline=timedelta(seconds=2))
+    # no explain phase: its "lines that only ran in failing examples" would point into ringemu's oracle, not
+    # into the code under test (ringemu's assertion helpers also hide their own frames from pytest's traceback)
+    phases = tuple(p for p in Phase if p is not Phase.explain)
+    settings.register_profile("ringemu-dev", deadline=timedelta(seconds=2), phases=phases)
     settings.register_profile("ringemu-ci", parent=_HYPOTHESIS_PROFILES.get("ci"), max_examples=200,
-                              deadline=timedelta(seconds=10), print_blob=True,
+                              deadline=timedelta(seconds=10), print_blob=True, phases=phases,
                               suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -4,15 +4,18 @@ A :class:`Topology` puts rank ``r`` on node ``r // ranks_per_node``. A transfer 
 the ``intra`` link class, one between nodes the ``inter`` class; each class has a bandwidth (bytes per second, per
 direction) and a latency α (seconds per message). The defaults are the lesson's: NVLink 160 GB/s inside a node and
 InfiniBand 50 GB/s between nodes (zero-lesson §"EP", from the DeepSeek-V3 report §3.1–3.2; GB = 10^9 B). The lesson
-gives no latencies; the defaults are NCCL's per-hop latency estimates for its ring with the Simple protocol
-(``hwLat`` in NCCL's ``src/graph/tuning.cc`` at commit 01afd20: 3.4 µs over NVLink, 9.6 µs over the network;
-the values differ between NCCL versions).
+gives no latencies; the defaults are NCCL's own estimates (NVIDIA/nccl ``src/graph/tuning.cc``, v2.30.7 at
+commit 5067397c, ``ncclTunerConstantsDefaults``): per hop ``hwLatencies`` of its ring with the Simple protocol,
+3.4 µs over NVLink and 14.0 µs over the network, and once per collective ``baseLatencies`` 8.4 µs (ring and tree,
+Simple) as :attr:`Topology.launch` (0 unless given: the textbook formulas have none). The values differ between NCCL
+versions (commit 01afd20 had 9.6 µs over the network).
 
 The model (Hockney's α-β model, as Thakur, Rabenseifner & Gropp 2005 §3 use it) is read from the schedule table:
 
 * a *message* is everything one rank sends to one peer in one step (all its chunks together);
 * steps run one after another; a step lasts as long as its slowest resource, and a resource of class c carrying
-  b bytes in the step takes α_c + b / bandwidth_c;
+  m messages and b bytes in the step takes m·α_c + b / bandwidth_c (one message at a time: the one-port model of
+  Thakur, Rabenseifner & Gropp 2005 §3, so the naive all-reduce's rank 0 pays α for each of its N − 1 messages);
 * the resources are the ranks' *ports* (``contention="port"``, the default: each rank has one port per link class
   and direction, shared by everything it sends, or receives, in the step — a switched fabric such as NVSwitch
   inside a node and one NIC per GPU across nodes) or the directed *links* (``contention="link"``: every ordered
@@ -36,7 +39,7 @@ from .ledger import CollectiveRecord, CommLedger
 from .schedule import Schedule
 from .units import GB
 
-__all__ = ["LinkClass", "Topology", "NVLINK", "INFINIBAND", "CONTENTIONS", "LinkProfile", "parse_decimal",
+__all__ = ["LinkClass", "Topology", "NVLINK", "INFINIBAND", "NCCL_BASE_LATENCY", "PCIE", "CONTENTIONS", "LinkProfile", "parse_decimal",
            "LinkModel", "link_model", "bytes_per_class", "messages", "modelled_time"]
 
 CONTENTIONS = ("port", "link")
@@ -90,8 +93,14 @@ class LinkClass:
 
 
 _US = Fraction(1, 10 ** 6)  # seconds per µs
-NVLINK = LinkClass("NVLink", 160 * GB, Fraction("3.4") * _US)  # 160 GB/s: the lesson; 3.4 µs: NCCL hwLat
-INFINIBAND = LinkClass("InfiniBand", 50 * GB, Fraction("9.6") * _US)  # 50 GB/s: the lesson; 9.6 µs: NCCL hwLat
+# bandwidths: the lesson; α: NCCL hwLatencies[NVLINK|NET][Ring][Simple], src/graph/tuning.cc (v2.30.7, 5067397c)
+NVLINK = LinkClass("NVLink", 160 * GB, Fraction("3.4") * _US)
+INFINIBAND = LinkClass("InfiniBand", 50 * GB, Fraction("14.0") * _US)
+NCCL_BASE_LATENCY = Fraction("8.4") * _US  # baseLatencies[Ring|Tree][Simple], the same file: once per collective
+# PCIe 4.0 ×16 between a GPU and its host, per direction: 16 GT/s per lane × 16 lanes × 128/130 (128b/130b line
+# code) / 8 bits = 31.5 GB/s (PCI-SIG, PCIe Base Specification 4.0, §4.2); the lesson gives no PCIe figure.
+# Latency 0: ZeRO-Offload moves one large copy per bucket each way (Ren et al. 2021, §4.2).
+PCIE = LinkClass("PCIe", Fraction(16 * 10 ** 9 * 16 * 128, 130 * 8))
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,7 @@ class Topology:
     intra: LinkClass = NVLINK
     inter: LinkClass = INFINIBAND
     contention: str = "port"
+    launch: Fraction = Fraction(0)  # seconds once per collective call (NCCL's baseLatencies; 0: the textbook's)
 
     def __post_init__(self) -> None:
         n = check_n_ranks(self.n_ranks, "n_ranks")
@@ -114,6 +124,10 @@ class Topology:
                 raise TypeError(f"{name} must be a LinkClass; got {getattr(self, name)!r}")
         if self.contention not in CONTENTIONS:
             raise ValueError(f"contention must be one of {', '.join(CONTENTIONS)}; got {self.contention!r}")
+        launch = parse_decimal(self.launch, "launch latency")
+        if launch < 0:
+            raise ValueError(f"launch latency must be >= 0 s; got {launch}")
+        object.__setattr__(self, "launch", launch)
         object.__setattr__(self, "n_ranks", n)
         object.__setattr__(self, "ranks_per_node", per_node)
 
@@ -157,13 +171,13 @@ class Topology:
 class LinkProfile:
     """What the α-β model needs from one schedule on one topology, independent of the buffer size.
 
-    Built once from the schedule table; :meth:`seconds` and :meth:`class_bytes` then take the bytes of one chunk,
-    so a sweep over sizes walks the table once per algorithm.
+    Built once from the schedule table; :meth:`seconds` and :meth:`class_bytes` then take the bytes of one unit,
+    so a sweep over sizes walks the table once per algorithm. A unit is a chunk (every transfer carries one whole
+    chunk: the textbook layouts), or, with ``weights`` (elements each transfer carries: an engine's partition,
+    whose chunks differ in length), an element.
     """
 
     def __init__(self, schedule: Schedule, topology: Topology, weights: np.ndarray | None = None) -> None:
-        """``weights``: what each transfer row carries, in units of the size later given to :meth:`seconds` (an
-        engine's partition: each chunk's own elements); None: one chunk each."""
         if schedule.n_ranks != topology.n_ranks:
             raise ValueError(f"topology has {topology.n_ranks} ranks but schedule {schedule.name} runs on "
                              f"{schedule.n_ranks}")
@@ -171,36 +185,48 @@ class LinkProfile:
         table, n, steps, per_node = schedule.table, schedule.n_ranks, schedule.n_steps, topology.ranks_per_node
         step, src, dst = table[:, 0], table[:, 1], table[:, 2]
         inter = (src // per_node != dst // per_node) if per_node > 1 else (src != dst)  # class: 0 intra, 1 inter
-        w = np.ones(table.shape[0], dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
-        n_inter = int(w[inter].sum())
-        self.chunks_per_class = [int(w.sum()) - n_inter, n_inter]  # chunk transfers on [intra, inter] links
+        w = None if weights is None else np.asarray(weights, dtype=np.int64)
+        if w is None:
+            n_inter = int(np.count_nonzero(inter))
+            self.chunks_per_class = [table.shape[0] - n_inter, n_inter]  # chunk transfers on [intra, inter] links
+        else:
+            n_inter = int(w[inter].sum())
+            self.chunks_per_class = [int(w.sum()) - n_inter, n_inter]  # elements on [intra, inter] links
         links, link_chunks = _counts((step * n + src) * n + dst, w)  # a message: one (step, src, dst)
         self.messages = int(links.size)
-        busiest = np.zeros((steps, 2), dtype=np.int64)
-        if topology.contention == "link":
-            link_src, link_dst = (links // n) % n, links % n
-            link_inter = link_src // per_node != link_dst // per_node
-            np.maximum.at(busiest, (links // (n * n), link_inter.astype(np.intp)), link_chunks)
-        else:  # ports: (step, class, rank), once for what ranks send and once for what they receive
-            step_class = (step * 2 + inter) * n
-            for rank in (src, dst):
-                key = step_class + rank
-                if steps * n * 2 <= _BINCOUNT_LIMIT:  # one row of n ports per (step, class)
-                    per_port = np.bincount(key, weights=None if weights is None else w,
-                                           minlength=steps * 2 * n).astype(np.int64).reshape(steps * 2, n)
-                    np.maximum(busiest, per_port.max(axis=1).reshape(steps, 2), out=busiest)
-                else:
-                    ports, port_chunks = _counts(key, w)
-                    np.maximum.at(busiest, (ports // (2 * n), (ports // n) % 2), port_chunks)
-        self.busiest = busiest.tolist()  # per step, per class: chunks on the busiest resource
+        link_step, link_src, link_dst = links // (n * n), (links // n) % n, links % n
+        link_inter = ((link_src // per_node != link_dst // per_node) if per_node > 1
+                      else (link_src != link_dst)).astype(np.int64)
+        step_class = link_step * 2 + link_inter
+        if topology.contention == "link":  # every link its own resource: one message, its units
+            triples = [np.stack([step_class, np.ones_like(link_chunks), link_chunks], axis=1)]
+        else:  # ports (step, class, rank), once for what ranks send and once for what they receive
+            triples = []
+            for rank in (link_src, link_dst):
+                key = step_class * n + rank
+                ports, port_messages = _counts(key)
+                _, port_units = _counts(key, np.asarray(link_chunks, dtype=np.int64))
+                triples.append(np.stack([ports // n, port_messages, port_units], axis=1))
+        rows = np.unique(np.concatenate(triples), axis=0) if links.size else np.zeros((0, 3), dtype=np.int64)
+        # per step, its resources as (class, messages, units); identical steps are priced once, times their count
+        per_step: dict[int, list[tuple[int, int, int]]] = {}
+        for sc, m, u in rows.tolist():
+            per_step.setdefault(sc // 2, []).append((sc % 2, m, u))
+        shapes: dict[tuple, int] = {}
+        for resources in per_step.values():
+            key = tuple(resources)
+            shapes[key] = shapes.get(key, 0) + 1
+        self.step_shapes = list(shapes.items())  # [(((class, messages, units), ...), steps of that shape)]
 
     def seconds(self, chunk_bytes: int) -> Fraction:
-        """Σ over steps of max over used resources of α_c + bytes / bandwidth_c, exact."""
+        """Σ over steps of the max over used resources of messages·α_c + bytes / bandwidth_c, exact. A resource
+        pays α once per message (one-port model, Thakur, Rabenseifner & Gropp 2005 §3): a port that takes N − 1
+        messages in a step (the naive all-reduce's rank 0) pays (N − 1)·α."""
         classes = (self.topology.intra, self.topology.inter)
         total = Fraction(0)
-        for per_class in self.busiest:
-            times = [c.seconds(k * chunk_bytes) for c, k in zip(classes, per_class) if k]
-            total += max(times, default=Fraction(0))
+        for resources, count in self.step_shapes:
+            total += count * max(classes[c].latency * m + Fraction(u * chunk_bytes) / classes[c].bandwidth
+                                 for c, m, u in resources)
         return total
 
     def class_bytes(self, chunk_bytes: int) -> dict[str, int]:
@@ -211,15 +237,19 @@ class LinkProfile:
         return out
 
 
-def _counts(key: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct keys in increasing order, the sum of their weights). The schedules' keys are step-major and mostly
-    in order within a step, so a stable sort (timsort: linear on a few sorted runs) is cheap; sorted keys skip it."""
+def _counts(key: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys in increasing order, multiplicity — or the sum of ``weights`` per key, int64). The schedules'
+    keys are step-major and mostly in order within a step, so a stable sort (timsort: linear on a few sorted runs)
+    is cheap; sorted keys skip it."""
     if key.size and not np.all(key[1:] >= key[:-1]):
         order = np.argsort(key, kind="stable")
-        key, weights = key[order], weights[order]
+        key = key[order]
+        weights = None if weights is None else weights[order]
     if key.size == 0:
         return key, key
     starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    if weights is None:
+        return key[starts], np.diff(np.append(starts, key.size))
     return key[starts], np.add.reduceat(weights, starts)
 
 
@@ -247,15 +277,15 @@ def link_model(ledger: CommLedger, topology: Topology, label=None) -> LinkModel:
     records run one after another, so messages, bytes and seconds add up."""
     count, per_class, seconds = 0, {c.name: 0 for c in (topology.intra, topology.inter)}, Fraction(0)
     for rec in _records(ledger, topology, label):
-        if getattr(rec.layout, "pads_on_wire", True):
+        if rec.layout.pads_on_wire:
             profile, chunk_bytes = LinkProfile(rec.schedule, topology), rec.layout.chunk_size * rec.itemsize
-        else:  # an engine's partition: each transfer carries its chunk's own elements
-            weights = rec.layout.wire_elements()[rec.schedule.table[:, 3]]
+        else:  # an engine's partition: each transfer carries its chunk's own length
+            weights = np.asarray(rec.layout.wire_elements(), dtype=np.int64)[rec.schedule.table[:, 3]]
             profile, chunk_bytes = LinkProfile(rec.schedule, topology, weights), rec.itemsize
         count += profile.messages
         for name, nbytes in profile.class_bytes(chunk_bytes).items():
             per_class[name] += nbytes
-        seconds += profile.seconds(chunk_bytes)
+        seconds += profile.seconds(chunk_bytes) + (topology.launch if profile.messages else 0)  # no message, no launch
     return LinkModel(count, per_class, seconds)
 
 

@@ -11,12 +11,18 @@ import torch
 
 from .dtypes import BFLOAT16, DTYPES, resolve_dtype
 
-__all__ = ["NUMPY_OF", "TORCH_OF", "as_flat_numpy", "check_tensor", "to_torch", "to_numpy"]
+__all__ = ["NUMPY_OF", "EXACT_NUMPY_OF", "TORCH_OF", "as_flat_numpy", "check_tensor", "to_torch", "to_numpy"]
 
 NUMPY_OF = {  # torch dtype -> numpy dtype ringemu moves; 16-bit floats are rounded per hop on reductions
     torch.float32: DTYPES["fp32"], torch.float64: DTYPES["fp64"], torch.float16: DTYPES["fp16"],
     torch.bfloat16: BFLOAT16, torch.int32: DTYPES["int32"], torch.int64: DTYPES["int64"],
 }
+# torch dtype -> numpy dtype of the narrow integers and bool, which ringemu's kernels do not take: the torch
+# backend moves them by copies and reduces them exactly (integer sums wrap modulo 2^bits in any order, as torch's
+# own uint8 arithmetic does; bool SUM is logical or, as NCCL maps it). torch's *_object collectives send pickles
+# as uint8 tensors.
+EXACT_NUMPY_OF = {torch.uint8: np.dtype(np.uint8), torch.int8: np.dtype(np.int8), torch.int16: np.dtype(np.int16),
+                  torch.bool: np.dtype(np.bool_)}
 
 
 def check_tensor(tensor: object, call: str) -> torch.Tensor:
@@ -25,8 +31,8 @@ def check_tensor(tensor: object, call: str) -> torch.Tensor:
         raise TypeError(f"{call}: expected a torch.Tensor; got {type(tensor).__name__}")
     if tensor.device.type != "cpu":
         raise NotImplementedError(f"{call}: the ringemu backend moves CPU tensors only; got one on {tensor.device}")
-    if tensor.dtype not in NUMPY_OF:
-        allowed = ", ".join(str(d).replace("torch.", "") for d in NUMPY_OF)
+    if tensor.dtype not in NUMPY_OF and tensor.dtype not in EXACT_NUMPY_OF:
+        allowed = ", ".join(str(d).replace("torch.", "") for d in (*NUMPY_OF, *EXACT_NUMPY_OF))
         raise NotImplementedError(f"{call}: dtype {tensor.dtype} is not supported by the ringemu backend "
                                   f"(supported: {allowed})")
     if not tensor.is_contiguous():

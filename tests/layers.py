@@ -16,12 +16,13 @@ PACKAGES = ("ringemu", "zero_stages", "proofs")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ringemu core", tuple(f"ringemu.{m}" for m in (
         "_jit", "checks", "dtypes", "units", "progress", "schedule", "layout", "kernels", "wire", "reference",
-        "virtual", "partition", "ledger_counts", "ledger", "memory", "provenance", "blocks", "execute", "topology",
+        "virtual", "partition", "ledger_counts", "ledger", "memory", "provenance", "blocks", "execute", "topology", "link_bytes",
         "torch_tensors"))),
     ("ringemu algorithms", ("ringemu.algorithms", "ringemu.algorithms.*")),
     ("ringemu faults", ("ringemu.faults", "ringemu.faults.*")),
     ("ringemu views", ("ringemu.views", "ringemu.views.*")),  # read data modules only: producers show them
-    ("ringemu collectives", ("ringemu.collectives", "ringemu.trace", "ringemu.compare", "ringemu.memory_guard")),
+    ("ringemu collectives", ("ringemu.collectives", "ringemu.trace", "ringemu.compare", "ringemu.memory_guard",
+                             "ringemu.identify")),
     ("ringemu worlds", ("ringemu.worlds", "ringemu.worlds.*")),
     ("ringemu torch", ("ringemu.torch", "ringemu.torch.*")),
     ("ringemu testing", ("ringemu.testing", "ringemu.testing.*")),
@@ -29,7 +30,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                               "ringemu.cli.*")),
     ("zero_stages foundations", tuple(f"zero_stages.{m}" for m in (
         "_adam_kernel", "adam", "averaging", "buffers", "flat", "job", "model", "optimizer", "precision",
-        "rank_classes", "step_guard", "workload", "memory", "memory.activations", "memory.closed_forms",
+        "rank_classes", "step_guard", "workload", "quantize", "memory", "memory.activations", "memory.closed_forms",
+        "memory.closed_forms_beyond",
         "memory.anchor"))),
     ("zero_stages stages", ("zero_stages.stages", "zero_stages.stages.*")),
     ("zero_stages api", ("zero_stages.api", "zero_stages.report")),

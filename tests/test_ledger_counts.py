@@ -54,7 +54,7 @@ def walk(calls, n):
     return sent, received, links, steps, busiest
 
 
-ALGORITHMS = sorted(REGISTRY)  # (collective, algorithm) pairs of the catalog
+ALGORITHMS = sorted(k for k in REGISTRY if ":" not in k[1])  # (collective, algorithm) pairs of the textbook catalog
 calls_strategy = st.lists(st.tuples(st.sampled_from(ALGORITHMS), st.integers(min_value=0, max_value=60),
                                     st.sampled_from(sorted(DTYPES))), min_size=1, max_size=12)
 

@@ -95,21 +95,22 @@ def _cells(page) -> list[tuple[int, int, int, str]]:
 
 def test_keyboard_steps_match_ledger_and_trace(browser_page):
     page, data, errors, _, path = browser_page
-    n = LESSON_RANKS
-    trace = trace_collective("all-reduce", n, n, "int32", LESSON_SEED)  # the same fixed-seed blocks
+    n, numel = LESSON_RANKS, data["stepper"]["numel"]  # one input for every algorithm of the page
+    trace = trace_collective("all-reduce", n, numel, "int32", LESSON_SEED)  # the same fixed-seed blocks
     schedule = build("all-reduce", n, "ring")
+    c = numel // n  # elements per chunk (S is a multiple of N here)
     page.locator("h1").click()  # focus the page, not a control
     for k in range(0, 2 * (n - 1) + 1):
         if k:
             page.keyboard.press("ArrowRight")
         state = trace.initial if k == 0 else trace.steps[k - 1]
-        for r, c, step, value in _cells(page):
-            assert step == k and value == str(int(state.buffers[r, c])), (k, r, c)
-        _check_counters(page, _first_steps_ledger(schedule, k, n), n)
+        for r, chunk, step, value in _cells(page):
+            assert step == k and value == " ".join(str(int(v)) for v in state.buffers[r, chunk * c:(chunk + 1) * c])
+        _check_counters(page, _first_steps_ledger(schedule, k, numel), n)
     assert page.get_attribute('[data-role="step-text"]', "data-step") == str(2 * (n - 1))
     # the whole run's ledger, from the fast collective on the same inputs
     ledger = CommLedger()
-    total = all_reduce(np.array(trace.initial.buffers[:, :n]), ledger=ledger)
+    total = all_reduce(np.array(trace.initial.buffers[:, :numel]), ledger=ledger)
     _check_counters(page, ledger, n)
     assert str(total[0].tolist()[0]) in page.text_content('[data-role="final"]')
     page.keyboard.press("ArrowLeft")
@@ -127,7 +128,8 @@ def test_every_algorithm_in_the_selector(browser_page):
         schedule = build("all-reduce", n, name)
         for _ in range(schedule.n_steps):
             page.click('[data-role="next"]')
-        numel = max(n, schedule.n_chunks)  # the page traces one value per chunk where chunks outnumber ranks
+        numel = data["stepper"]["numel"]  # the same input for every algorithm: S = the most chunks of any
+        assert numel == max(max(n, build("all-reduce", n, a).n_chunks) for a in options)
         _check_counters(page, _first_steps_ledger(schedule, schedule.n_steps, numel), n)
     page.select_option('[data-role="alg-select"]', options[0])
 
@@ -149,6 +151,7 @@ def test_formula_terms_highlight_their_segments(browser_page):
     page, data, _, _, _ = browser_page
     page.select_option("#n-select", "8")
     page.select_option("#rc-select", "selective")
+    page.select_option("#view-select", "peak")  # every category on the bars
     for _ in range(3):
         page.click('[data-role="next-stage"]')  # DP -> ZeRO-1 -> ZeRO-2 -> ZeRO-3
     report = _memory_json(*_anchor_size(data), "--ranks", "8", "--seq", "4096", "--batch", "1", "--hidden",
@@ -216,7 +219,14 @@ def _readme_screenshot(page, folder: Path) -> None:
         page.locator("h1").click()
         for _ in range(4):
             page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(1500)  # the transfers have arrived
         page.screenshot(path=str(folder / "lesson.png"), full_page=True)
+        page.click('[data-role="lang"]')
+        page.screenshot(path=str(folder / "lesson-zh.png"), full_page=True)
+        page.click('[data-role="lang"]')
+        page.set_viewport_size({"width": 390, "height": 900})
+        page.screenshot(path=str(folder / "lesson-390.png"), full_page=True)
+        page.set_viewport_size({"width": 1280, "height": 1000})
     finally:
         path.unlink()
 

@@ -72,7 +72,8 @@ def test_embedded_json_round_trips_to_the_runs():
     assert {k: embedded[k] for k in data} == json.loads(json.dumps(data))
     # the stepper's trace is ringemu's own trace of the same collective (fixed-seed blocks of single digits)
     ring = embedded["stepper"]["algorithms"]["ring"]
-    assert ring["trace"] == trace_collective("all-reduce", LESSON_RANKS, LESSON_RANKS, "int32", LESSON_SEED).as_dict()
+    numel = embedded["stepper"]["numel"]
+    assert ring["trace"] == trace_collective("all-reduce", LESSON_RANKS, numel, "int32", LESSON_SEED).as_dict()
     # the totals are the CommLedger of the fast all-reduce on the same inputs
     world = np.array(ring["trace"]["initial"]["buffers"], dtype=np.int32)
     ledger = CommLedger()
@@ -90,6 +91,8 @@ def test_embedded_json_round_trips_to_the_runs():
         assert [(s["peak_bytes"], s["model_states_fit"], s["peak_fits"]) for s in shown] == \
             [(r["peak_bytes"], r["model_states_fit"], r["peak_fits"]) for r in report["stages"]]
     assert embedded["memory"]["ranks"] == list(LESSON_GRID)
+    # one N on the page: the memory panel opens at the stepper's N, and the strip is counted at it too
+    assert embedded["memory"]["start_n"] == LESSON_RANKS == embedded["comm"]["n_ranks"] == ring["n_ranks"]
 
 
 def test_every_cell_carries_its_data():
@@ -98,11 +101,11 @@ def test_every_cell_carries_its_data():
     grid = [c for c in cells if "data-chunk" in c]
     ring = data["stepper"]["algorithms"][data["stepper"]["default"]]
     assert len(grid) == ring["n_ranks"] * ring["n_chunks"]
-    initial = ring["trace"]["initial"]["buffers"]
+    initial, size = ring["trace"]["initial"]["buffers"], ring["chunk_size"]
     for c in grid:
         assert {"data-rank", "data-chunk", "data-step", "data-value"} <= set(c)
         r, k = int(c["data-rank"]), int(c["data-chunk"])
-        assert c["data-step"] == "0" and c["data-value"] == str(initial[r][k])  # one element per chunk
+        assert c["data-step"] == "0" and c["data-value"] == " ".join(map(str, initial[r][k * size:(k + 1) * size]))
 
 
 def test_size_bound():
@@ -113,6 +116,23 @@ def test_size_bound():
 def test_chinese_labels():
     page, _ = lesson_page("zh")
     assert '<html lang="zh-CN">' in page and embedded_json(page)["lang"] == "zh"
+    from ringemu.algorithms import names
+    from ringemu.views.labels import ALGORITHM_SUMMARIES_ZH, LABELS
+    assert set(ALGORITHM_SUMMARIES_ZH) == set(names("all-reduce"))  # every catalog algorithm has its Chinese
+    assert set(LABELS["zh"]) == set(LABELS["en"])
+    cjk = re.compile(r"[\u3400-\u9fff]")
+    assert all(cjk.search(text) for text in ALGORITHM_SUMMARIES_ZH.values())
+
+
+def test_the_page_css_is_scoped():
+    """Every rule of the stylesheet reaches only elements inside a .ringemu box (a notebook keeps its look)."""
+    from importlib import resources
+    css = resources.files("ringemu.views").joinpath("assets", "lesson.css").read_text(encoding="utf-8")
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    css = re.sub(r"@media[^{]*\{((?:[^{}]*\{[^}]*\})*)\s*\}", r"\1", css)
+    selectors = [s.strip() for block in re.findall(r"([^{}]+)\{[^}]*\}", css) for s in block.split(",")]
+    assert selectors and all(re.match(r"^(main)?\.ringemu\b", s) for s in selectors), \
+        [s for s in selectors if not re.match(r"^(main)?\.ringemu\b", s)]
 
 
 @pytest.mark.parametrize("argv, flag", [(["--ranks", "1"], "--ranks"), (["--ranks", "17"], "--ranks"),
@@ -135,6 +155,7 @@ def test_cli_lesson_writes_the_page(tmp_path, monkeypatch, capsys):
     data = embedded_json(page)
     assert data["lang"] == "zh" and data["memory"]["ranks"] == [1, 8] and data["stepper"]["seed"] == 2
     assert data["stepper"]["algorithms"]["ring"]["n_ranks"] == 3 and external_urls(page) == []
+    assert data["comm"]["n_ranks"] == 3 and data["memory"]["start_n"] is None  # 3 is not on the grid (1, 8)
     assert "wrote" in capsys.readouterr().out
 
 

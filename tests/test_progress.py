@@ -44,3 +44,30 @@ def test_prove_shows_progress_on_a_terminal_but_not_with_json(monkeypatch, capsy
     terminal.truncate()
     assert main(["prove", "--id", "M2", "--json"]) == 0
     assert terminal.getvalue() == ""
+
+
+def test_faults_prints_a_readable_table_by_default():
+    from ringemu.cli.faults import summary_table
+    # a made-up summary: 10 trials, 3 of 4 integer faults found, 2 of 4 located, 1 of 1 stop named
+    text = summary_table({"trials": 10, "integer_any_found": [3, 4], "integer_any_located": [2, 4],
+                          "stop_located": [1, 1]}, 2, 5)
+    lines = text.splitlines()
+    assert lines[0].startswith("10 fault trials (2 per") and "seed 5" in lines[0]
+    assert "count" in lines[1] and "share" in lines[1]
+    assert lines[2].split()[-5:] == ["3", "/", "4", "75.0", "%"] and lines[3].split()[-3:-1] == ["4", "50.0"]
+    assert lines[4].endswith("1 / 1  100.0 %")
+    assert len({len(line) for line in lines[1:5]}) == 1  # the columns line up
+
+
+def test_lesson_shows_progress_on_a_terminal_only(monkeypatch, tmp_path):
+    _tqdm()
+    import zero_stages.lesson.page as lesson
+    monkeypatch.setattr(lesson, "RANKS_GRID", (1, 8))  # the command's grid, kept small here
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert main(["lesson", "-o", str(tmp_path / "a.html"), "--ranks", "2"]) == 0
+    assert "lesson" in terminal.getvalue() and "/5 [" in terminal.getvalue()
+    pipe = io.StringIO()
+    monkeypatch.setattr("sys.stderr", pipe)
+    assert main(["lesson", "-o", str(tmp_path / "b.html"), "--ranks", "2"]) == 0
+    assert pipe.getvalue() == ""

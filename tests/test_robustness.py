@@ -205,3 +205,48 @@ def test_modes_agree_on_nan_payloads(dtype, n, numel, seed, op):
                                                                                                mode=mode)])
                for mode in ("fused", "step", "reference")]
     assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
+
+
+# -- schedule= is checked against the collective's postcondition, not only N -------------------------------------
+_COLLECTIVES = ("reduce-scatter", "all-gather", "all-reduce")
+
+
+@pytest.mark.parametrize("collective", _COLLECTIVES)
+@pytest.mark.parametrize("other", _COLLECTIVES)
+def test_a_schedule_of_another_collective_is_refused(collective, other):
+    """Property: every algorithm's schedule of ``other`` is accepted by ``collective`` exactly when it declares
+    the collective's pre- and postcondition (the table in ringemu/schedule.py's Schedule doc): all-reduce needs
+    all -> reduced-all; reduce-scatter all -> reduced-own, or reduced-all (an all-reduce's schedule leaves every
+    chunk reduced, rank r's own included); all-gather own -> gathered. Refused ones raise before any work."""
+    import ringemu
+    from ringemu import algorithms
+    world = np.arange(4 * 8, dtype=np.int64).reshape(4, 8)
+    call = {"reduce-scatter": ringemu.reduce_scatter, "all-gather": ringemu.all_gather,
+            "all-reduce": ringemu.all_reduce}[collective]
+    # what each collective promises, from Schedule's doc (ringemu/schedule.py): pre- and postconditions it accepts
+    needs = {"reduce-scatter": ("all", {"reduced-own", "reduced-all"}), "all-gather": ("own", {"gathered"}),
+             "all-reduce": ("all", {"reduced-all"})}[collective]
+    refused = 0
+    for name in algorithms.names(other):
+        schedule = algorithms.build(other, 4, name)
+        arg = world if collective != "all-gather" else list(world[:, :2])
+        if schedule.initial == needs[0] and schedule.final in needs[1]:
+            call(arg, schedule=schedule)
+        else:
+            refused += 1
+            with pytest.raises(ValueError, match=f"{collective} needs"):
+                call(arg, schedule=schedule)
+    # a collective's own schedules, and all-reduce's for reduce-scatter, always pass; every other pairing has
+    # algorithms that would return a wrong result (an all-gather's for a reduction; a ring reduce-scatter's for
+    # all-reduce, which leaves rank r only its chunk r reduced)
+    assert (refused == 0) == (collective == other or (collective, other) == ("reduce-scatter", "all-reduce"))
+
+
+def test_all_reduce_with_an_all_gather_schedule_was_silently_wrong_and_is_refused():
+    import ringemu
+    from ringemu import algorithms
+    world = ringemu.integer_blocks(n_ranks=4, numel=8, seed=0, dtype="int64")
+    with pytest.raises(ValueError, match="'own' to 'gathered'; all-reduce needs 'all' to 'reduced-all'"):
+        ringemu.all_reduce(world, schedule=algorithms.build("all-gather", 4))
+    with pytest.raises(ValueError, match="reduce-scatter needs 'all'"):
+        ringemu.reduce_scatter(world, schedule=algorithms.build("all-gather", 4))

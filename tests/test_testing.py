@@ -149,8 +149,9 @@ def test_over_counted_traffic_is_caught():
     world = np.ones((8, 100), dtype=np.float32)
     def whole_buffer_each_step(w):  # counts S per step instead of one chunk of ceil(S/N) = 13
         return user_all_reduce(w)[0], [2 * 7 * 100] * 8
-    with pytest.raises(AssertionError, match=r"all-reduce: rank 0 sent 1400 elements; the ledger counts 182 "
-                                             r"\(padding included"):
+    with pytest.raises(AssertionError, match=r"all-reduce: 8 of 8 ranks differ \(padding included.*"
+                                             r"rank 0: you report 1,400 elements sent, ringemu's ledger counts 182; "
+                                             r"rank 1: "):
         assert_matches_ringemu(whole_buffer_each_step, "all-reduce", world, check_traffic="elements")
 
 
@@ -161,7 +162,7 @@ def test_payload_only_traffic_needs_count_padding_false():
     pads = [4, 4, 2, 2]
     assert_matches_ringemu(lambda w: (user_all_reduce(w)[0], [18 - p for p in pads]), "all-reduce", world,
                            check_traffic="elements", count_padding=False)
-    with pytest.raises(AssertionError, match="rank 0 sent 14 elements; the ledger counts 18"):
+    with pytest.raises(AssertionError, match="rank 0: you report 14 elements sent, ringemu's ledger counts 18; rank 1: you report 14"):
         assert_matches_ringemu(lambda w: (user_all_reduce(w)[0], [18 - p for p in pads]), "all-reduce", world,
                                check_traffic="elements")
 
@@ -238,3 +239,132 @@ def test_oracle_works_without_hypothesis(monkeypatch):
     assert_matches_ringemu(collectives.all_reduce, "all-reduce", np.ones((3, 4), np.float32))
     with pytest.raises(ImportError, match=r"strategies need hypothesis: pip install 'ringemu\[test\]'"):
         ring_sizes()
+
+
+# -- independent worlds, layouts, jobs --------------------------------------------------------------------------
+from ringemu.layout import ChunkLayout  # noqa: E402
+from ringemu.testing import (SendLog, assert_sharded_matches, first_difference, independent_worlds,  # noqa: E402
+                             shard_layouts, sharding_jobs, uneven_ring_sizes)
+
+
+@given(independent_worlds(3, n_ranks=st.integers(1, 4), numel=st.integers(1, 6), dtype="fp64"))
+def test_independent_worlds_share_a_shape_and_never_the_data(worlds):
+    """Property: the three worlds have one shape, and no two are equal (distinct seeds of standard normals in
+    fp64 collide with probability 0)."""
+    assert len({w.shape for w in worlds}) == 1
+    assert not any(np.array_equal(a, b) for i, a in enumerate(worlds) for b in worlds[i + 1:])
+
+
+def test_independent_worlds_stay_apart_when_shrunk():
+    """Two plain float_worlds of one example shrink to the same data (both seeds to 0); independent ones cannot:
+    the smallest pair hypothesis finds still differs."""
+    pair = find(st.tuples(float_worlds(n_ranks=1, numel=1, dtype="fp64"), float_worlds(n_ranks=1, numel=1,
+                                                                                       dtype="fp64")),
+                lambda p: True)
+    assert np.array_equal(pair[0], pair[1])  # the correlation the strategy below removes
+    apart = find(independent_worlds(2, n_ranks=1, numel=1, dtype="fp64"), lambda p: True)
+    assert not np.array_equal(apart[0], apart[1])
+
+
+@given(shard_layouts(max_ranks=9, max_numel=40))
+def test_shard_layouts_cover_the_buffer_in_order(drawn):
+    """Property: every layout's shards are contiguous, in rank order, and cover [0, S) exactly once."""
+    kind, bounds = drawn
+    assert bounds[0][0] == 0 and all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    assert all(lo <= hi for lo, hi in bounds)
+
+
+@given(uneven_ring_sizes(3, 40))
+def test_uneven_ring_sizes_are_not_powers_of_two(n):
+    assert n >= 3 and bin(n).count("1") > 1
+
+
+@given(sharding_jobs())
+def test_sharding_jobs_are_consistent(job):
+    """Property: the units are positive and sum to numel."""
+    assert all(u > 0 for u in job["units"]) and sum(job["units"]) == job["numel"] and 1 <= job["n_ranks"] <= 8
+
+
+# -- the sharded-optimizer diff ---------------------------------------------------------------------------------
+def _sgd_states(n_ranks, numel, steps, plant=None):
+    """A DP reference and a sharded run of plain momentum SGD (m = 0.9 m + g; w -= 0.1 m) in fp32, the shards
+    cut by ChunkLayout(numel, n_ranks); ``plant`` = (step, rank) skips that rank's momentum decay once."""
+    rng = np.random.Generator(np.random.PCG64(7))
+    grads = rng.standard_normal((steps, numel)).astype(np.float32)
+    w, m = np.zeros(numel, np.float32), np.zeros(numel, np.float32)
+    layout = ChunkLayout(numel, n_ranks)
+    sw = [w[layout.payload_slice(r)].copy() for r in range(n_ranks)]
+    sm = [m[layout.payload_slice(r)].copy() for r in range(n_ranks)]
+    reference, sharded = [], []
+    for t in range(steps):
+        m = np.float32(0.9) * m + grads[t]
+        w = w - np.float32(0.1) * m
+        reference.append({"w": w.copy(), "m": m.copy()})
+        for r in range(n_ranks):
+            decay = np.float32(1.0) if plant == (t, r) else np.float32(0.9)
+            sm[r] = decay * sm[r] + grads[t][layout.payload_slice(r)]
+            sw[r] = sw[r] - np.float32(0.1) * sm[r]
+        sharded.append([{"w": sw[r].copy(), "m": sm[r].copy()} for r in range(n_ranks)])
+    return reference, sharded
+
+
+def test_a_correct_sharded_optimizer_has_no_difference():
+    assert first_difference(*_sgd_states(3, 10, 3)) is None
+
+
+def test_the_first_differing_step_state_shard_and_element_are_named():
+    reference, sharded = _sgd_states(3, 10, 3, plant=(1, 2))
+    # ChunkLayout(10, 3): rank 2 holds elements [8, 10); the planted step is 1 and "w" comes first in the dict,
+    # but "w" at step 1 depends on m at step 1, so both differ there: w is named, at rank 2's first element, 8
+    with pytest.raises(AssertionError, match=r"step 1, state 'w', shard 2 \(rank 2\), element 8 \(offset 0 in the "
+                                             r"shard\): the reference holds .* \(bits 0x[0-9a-f]{8}\), the sharded"):
+        assert_sharded_matches(reference, sharded)
+    sharded[0][1]["m"] = sharded[0][1]["m"][:-1]  # rank 1 holds [4, 8) of ChunkLayout(10, 3): one element short
+    assert "step 0, state 'm', shard 1 (rank 1): the shard holds 3 float32 elements; elements [4, 8) of the " \
+           "reference are 4 float32" in \
+        first_difference(reference, sharded).message()
+
+
+# -- the send log against the ledger ----------------------------------------------------------------------------
+def test_a_send_log_matches_the_ledger_row_by_row_and_names_every_row_that_differs():
+    from ringemu.ledger import CommLedger
+
+    world = np.ones((3, 7), np.int32)  # ChunkLayout(7, 3): chunks of 3, 3, 1 element
+    ledger = CommLedger()
+    collectives.reduce_scatter(world, ledger=ledger, label="rs")
+    log = SendLog(3)
+    layout = ChunkLayout(7, 3)
+    for step in range(2):  # the textbook ring's reduce-scatter: at step t rank r sends chunk r - t - 1 to r + 1
+        for r in range(3):
+            log.send(r, (r + 1) % 3, world[r, layout.payload_slice((r - step - 1) % 3)], label="rs", step=step)
+    log.assert_matches(ledger)  # payload only: an engine that never pads
+    assert log.differences(ledger, count="padded")  # the ledger's padded chunk 2 carries 2 elements of padding
+    wrong = SendLog(3)
+    for r in range(3):
+        wrong.send(r, (r + 1) % 3, world[r], label="rs")  # the whole buffer, once
+    rows = wrong.differences(ledger)
+    assert any(row.startswith("rank 0 sent: yours 1 messages, 7 elements = 28 B; ringemu's ledger") for row in rows)
+    assert {row.split(":")[0] for row in rows} >= {"rank 0 sent", "rank 1 sent", "rank 2 sent"}, rows
+
+
+def test_the_oracle_takes_a_declared_order_and_its_traffic():
+    """A user's "sum from the last rank down" all-reduce, declared in a local Orders object: the oracle accepts it
+    with the declared order's results and bytes, and still catches wrong bytes, naming every rank."""
+    from ringemu.testing import Orders
+
+    def last_rank_first(w):
+        total = w[-1].copy()
+        for row in w[-2::-1]:
+            total = total + row
+        return np.broadcast_to(total, w.shape).copy()
+
+    every_rank_sends_all = lambda n, s, itemsize: [s * itemsize] * n  # noqa: E731  (the user's own model)
+    mine = Orders().declare("last first", "all-reduce", results=lambda w: list(last_rank_first(w)),
+                            traffic=every_rank_sends_all)
+    world = np.random.Generator(np.random.PCG64(3)).standard_normal((5, 6)).astype(np.float32)
+    assert_matches_ringemu(lambda w: (last_rank_first(w), [24] * 5), "all-reduce", world, algorithm="last first",
+                           orders=mine, check_traffic="bytes")  # 6 fp32 = 24 B per rank, from the model above
+    with pytest.raises(AssertionError, match="rank 0: you report 20 bytes sent, the declared traffic model gives "
+                                             "24; rank 1: you report 20"):
+        assert_matches_ringemu(lambda w: (last_rank_first(w), [20] * 5), "all-reduce", world,
+                               algorithm="last first", orders=mine, check_traffic="bytes")

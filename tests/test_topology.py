@@ -18,7 +18,7 @@ from ringemu.topology import INFINIBAND, NVLINK, LinkClass, LinkProfile, Topolog
 
 ALL_REDUCE = "all-reduce"
 RING = algorithms.DEFAULT_ALGORITHM
-ENTRIES = [e for e in algorithms.REGISTRY.values() if not e.sized]  # engine orders are cut per buffer
+ENTRIES = [e for e in algorithms.REGISTRY.values() if ":" not in e.name]  # engine orders: test_mpich_orders.py
 
 alphas = st.fractions(min_value=0, max_value=10, max_denominator=1000)
 bandwidths = st.fractions(min_value=Fraction(1, 100), max_value=1000, max_denominator=1000)
@@ -64,14 +64,15 @@ def test_rabenseifner_and_recursive_doubling_are_their_textbook_costs(k, per_chu
 @given(n=st.integers(3, 24), per_chunk=st.integers(0, 20), alpha=alphas, bandwidth=bandwidths)
 def test_bidirectional_ring_halves_the_ring_only_on_separate_links(n, per_chunk, alpha, bandwidth):
     # every step each rank sends half a shard to each neighbour. Separate links: each carries S/(2N) per step,
-    # 2(N-1)·(α + S/(2N)·β). One port per rank: the two halves share it, the ring's 2(N-1)·(α + S/N·β).
+    # 2(N-1)·(α + S/(2N)·β). One port per rank: the two halves share it and each pays its own α (the one-port
+    # model of Thakur, Rabenseifner & Gropp 2005 §3: a port sends one message at a time), 2(N-1)·(2α + S/N·β).
     numel = 2 * n * per_chunk  # every half-shard full
     s_bytes, beta = numel * 4, 1 / bandwidth
     ledger = count_algorithm(ALL_REDUCE, "bidirectional-ring", n, numel, "fp32")
     assert modelled_time(ledger, uniform(n, alpha, bandwidth, "link")) == \
         2 * (n - 1) * (alpha + Fraction(s_bytes, 2 * n) * beta)
     assert modelled_time(ledger, uniform(n, alpha, bandwidth, "port")) == \
-        2 * (n - 1) * (alpha + Fraction(s_bytes, n) * beta)
+        2 * (n - 1) * (2 * alpha + Fraction(s_bytes, n) * beta)
 
 
 def _cost_cases():
@@ -99,12 +100,15 @@ def test_every_catalog_entry_meets_its_cost_under_one_contention(entry, n):
 
 @given(n=st.integers(2, 24), numel=st.integers(0, 500), alpha=alphas, bandwidth=bandwidths)
 def test_naive_through_one_port_and_through_many_links(n, numel, alpha, bandwidth):
-    # rank 0 receives N-1 whole buffers in step 0 and sends N-1 in step 1. One port: each step carries
-    # (N-1)·S bytes through rank 0's port, 2α + 2(N-1)·S·β (the lesson's claim C5 contrast). Independent links:
-    # each link carries one buffer per step, 2(α + S·β).
+    # rank 0 receives N-1 whole buffers in step 0 and sends N-1 in step 1. One port (Thakur, Rabenseifner &
+    # Gropp 2005 §3: one message at a time, each paying α): each step carries N-1 messages and (N-1)·S bytes
+    # through rank 0's port, 2(N-1)·(α + S·β) (the lesson's claim C5 contrast). Independent links: each link
+    # carries one buffer per step, 2(α + S·β).
     ledger = count_algorithm(ALL_REDUCE, "naive", n, numel, "fp32")
     s_bytes = numel * 4
-    assert modelled_time(ledger, uniform(n, alpha, bandwidth, "port")) == 2 * alpha + 2 * (n - 1) * s_bytes / bandwidth
+    messages = 2 * (n - 1) if n > 1 else 0
+    assert modelled_time(ledger, uniform(n, alpha, bandwidth, "port")) == \
+        messages * alpha + 2 * (n - 1) * s_bytes / bandwidth
     assert modelled_time(ledger, uniform(n, alpha, bandwidth, "link")) == 2 * (alpha + s_bytes / bandwidth)
 
 
@@ -170,8 +174,8 @@ def test_chunks_to_one_peer_in_one_step_are_one_message():
     assert model.messages == 3 and model.bytes_per_class == {"link": 160}
     # links: step 0's busiest link 0->1 carries 80 B; step 1 carries 40 B
     assert model.seconds == (1 + Fraction(80, 10)) + (1 + Fraction(40, 10))
-    # ports: rank 0's port sends 120 B in step 0
-    assert modelled_time(ledger, port) == (1 + Fraction(120, 10)) + (1 + Fraction(40, 10))
+    # ports: rank 0's port sends two messages, 120 B, in step 0: 2α + 120 B / bandwidth (one α per message)
+    assert modelled_time(ledger, port) == (2 + Fraction(120, 10)) + (1 + Fraction(40, 10))
 
 
 def test_topology_shape_and_classes():

@@ -5,6 +5,7 @@ Both build one :class:`~zero_stages.job.Job`, run the stage's per-rank function 
 """
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 
@@ -17,13 +18,17 @@ from ringemu.dtypes import dtype_name
 from ringemu.faults.plan import as_plan
 from ringemu.faults.spec import CollectiveFault
 from ringemu.ledger import CommLedger
+from ringemu.link_bytes import PCIE_CLASS, sent_per_class
+from ringemu.topology import Topology
 from ringemu.memory_guard import FIXED_BYTES, RANK_BYTES
 from ringemu.memory import MemoryLedger
 
-from .stages import dp, zero1, zero2, zero3
+from .stages import dp, hsdp, offload, zero1, zero2, zero3, zeropp
+from .stages.offload import OffloadHost
+from .stages.zeropp import ZeroPPConfig
 from .memory.activations import ActivationShape
 from .adam import AdamConfig
-from .memory.closed_forms import STAGES, check_stage
+from .memory.closed_forms import ALL_STAGES, STAGES, check_stage
 from .flat import FlatParams, check_psi, check_unit_sizes
 from .job import Job
 from .model import MLP, default_width
@@ -33,12 +38,16 @@ from .report import StageReport, build_report
 from .step_guard import StepFailed
 from .workload import GRADIENT_SOURCES, BlockWorkload, ModelWorkload, SizeOnlyWorkload
 
-__all__ = ["STAGES", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES", "StepFailed", "train", "run_size_only", "run_job", "training_job",
+__all__ = ["STAGES", "ALL_STAGES", "MESH_STAGES", "ZeroPPConfig", "RANK_FUNCTIONS", "DEFAULT_UNIT_SIZES",
+           "StepFailed", "train", "run_size_only", "run_job", "training_job", "attach_links",
            "size_only_job", "MAX_SIZE_ONLY_RANKS", "MAX_TRAINING_RANKS", "MAX_TRAINING_STEPS", "SIZE_ONLY_MAX_UNITS",
            "TRAINING_STATE_BUDGET", "TRAINING_WORK_BUDGET", "TRAINING_LINK_BUDGET",
            "MAX_MICRO_BATCH", "MAX_WIDTH", "training_bytes"]
 
-RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank}
+RANK_FUNCTIONS = {"dp": dp.run_rank, "zero1": zero1.run_rank, "zero2": zero2.run_rank, "zero3": zero3.run_rank,
+                  "hsdp": hsdp.run_rank, "zeropp": zeropp.run_rank, "offload": offload.run_rank}
+_BY_CLASS = tuple(RANK_FUNCTIONS[s] for s in STAGES)  # stages whose ranks differ only by their ChunkLayout(S, N) shard
+MESH_STAGES = ("hsdp", "zeropp")  # stages that need ranks_per_node (a node group and a cross-node group)
 DEFAULT_UNIT_SIZES = (272, 272, 272, 100)  # three dense 16→16 layers and one tied layer: 916 parameters
 MAX_SIZE_ONLY_RANKS = 1024  # each distinct collective walks its N·(N−1)-transfer table once; the lesson's largest N
 MAX_TRAINING_RANKS = 1024  # a greenlet (or process) per rank, each with its own model states; the lesson's largest N
@@ -63,7 +72,8 @@ def _rank_function(stage):
 
 
 def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
-            algorithm: str = DEFAULT_ALGORITHM, faults=None) -> StageReport:
+            algorithm: str = DEFAULT_ALGORITHM, faults=None, ranks_per_node: int | None = None,
+          options=None) -> StageReport:
     """Run ``stage`` (a name in STAGES, or a per-rank function ``fn(comm, job)``) for ``job``.
 
     The ranks run in ``EmulatedWorld(n, comm_ledger, mode, algorithm=algorithm)`` (``algorithm``: a name of
@@ -82,6 +92,7 @@ def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
     fn, name = _rank_function(stage)
     comm = CommLedger()
     n = job.flat.n_ranks
+    job = _stage_job(name, job)
     plan = as_plan(faults)
     if plan is not None and (world_factory is not None or job.size_only):
         raise ValueError("faults need the emulator backend and a training job (real numbers)")
@@ -89,7 +100,7 @@ def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
         results = world_factory(n, comm).run(fn, job)
     elif job.size_only:
         world = SizeOnlyWorld(n, comm, algorithm=algorithm)
-        results = run_by_class(fn, job, world) if fn in RANK_FUNCTIONS.values() else world.run(fn, job)
+        results = run_by_class(fn, job, world) if fn in _BY_CLASS else world.run(fn, job)
     else:
         try:
             results = EmulatedWorld(n, comm, mode=mode, algorithm=algorithm, faults=plan).run(fn, job)
@@ -100,8 +111,39 @@ def run_job(stage, job: Job, mode: str = "fused", world_factory=None,
         if plan is not None and plan.unfired():
             raise ValueError(f"fault {plan.unfired()[0]} never fired: {name} made no matching collective call "
                              f"(labels seen: {', '.join(plan.labels_seen())})")
-    return build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
-                        job.memory, comm)
+    report = build_report(name, job.flat, job.wire, dtype_name(job.wire), job.steps, job.size_only, results,
+                          job.memory, comm)
+    return attach_links(report, job)
+
+
+def _stage_job(name: str, job: Job) -> Job:
+    """``job`` with what stage ``name`` needs: K for the mesh stages, a ZeroPPConfig, the offload hosts."""
+    if name in MESH_STAGES and job.ranks_per_node is None:
+        raise ValueError(f"stage {name!r} needs ranks_per_node (K ranks per node, dividing n_ranks = "
+                         f"{job.flat.n_ranks})")
+    if name == "zeropp" and not isinstance(job.options, ZeroPPConfig):
+        return dataclasses.replace(job, options=ZeroPPConfig())
+    if name == "offload" and not isinstance(job.options, OffloadHost):
+        return dataclasses.replace(job, options=OffloadHost.for_ranks(job.flat.n_ranks))
+    return job
+
+
+def attach_links(report: StageReport, job: Job) -> StageReport:
+    """Add the bytes per link class per rank (NVLink inside a node, InfiniBand across, PCIe to the host) and
+    the host's model states (offload) to ``report``; K = ``job.ranks_per_node``, or one node of N ranks."""
+    n = job.flat.n_ranks
+    k = job.ranks_per_node or n
+    per_class = sent_per_class(report.comm, Topology(n, k), [lab for lab in report.comm.labels()
+                                                             if lab != "overflow_check"])
+    host = job.options if isinstance(job.options, OffloadHost) else None
+    pcie = host.link.per_rank() if host is not None else [0] * n
+    report.ranks_per_node = job.ranks_per_node
+    report.link_bytes_per_rank = [{**c, PCIE_CLASS: p} for c, p in zip(per_class, pcie)]
+    if host is not None:
+        report.host_model_state_bytes_per_rank = [host.memory.model_states(r) for r in range(n)]
+    if isinstance(job.options, ZeroPPConfig):
+        report.options = job.options.name()
+    return report
 
 
 def _activation_layers(activation_bytes, activations) -> tuple[int, ...]:
@@ -116,7 +158,8 @@ def _activation_layers(activation_bytes, activations) -> tuple[int, ...]:
 
 
 def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
-                  loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None) -> Job:
+                  loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None,
+                  ranks_per_node: int | None = None, options=None) -> Job:
     """The :class:`Job` of :func:`run_size_only` (one step on size-only buffers)."""
     n = check_n_ranks(n_ranks)
     if n > MAX_SIZE_ONLY_RANKS:
@@ -130,12 +173,24 @@ def size_only_job(n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activat
     wire = check_wire_dtype(wire_dtype)
     layers = _activation_layers(activation_bytes, activations)
     return Job(FlatParams(units, n), wire, 1, SizeOnlyWorkload(units, layers), AdamConfig(),
-               loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False)
+               loss_scaling or default_loss_scaling(wire), MemoryLedger(n), size_only=True, record_history=False,
+               ranks_per_node=_ranks_per_node(ranks_per_node, n), options=options)
+
+
+def _ranks_per_node(k, n: int) -> int | None:
+    """K ranks per node: None, or an int in [1, N] that divides N."""
+    if k is None:
+        return None
+    k = check_int(k, "ranks_per_node", minimum=1, maximum=n)
+    if n % k:
+        raise ValueError(f"ranks_per_node must divide n_ranks; got {k} for {n} ranks")
+    return k
 
 
 def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", activation_bytes=0,
                   loss_scaling: LossScaling | None = None, activations: ActivationShape | None = None,
-                  algorithm: str = DEFAULT_ALGORITHM) -> StageReport:
+                  algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None,
+                  options=None) -> StageReport:
     """One training step of ``stage`` on size-only buffers: the ledgers count, nothing is computed.
 
     Give exactly one of ``psi`` (the model as one unit of Ψ parameters) or ``unit_sizes``. Activations are
@@ -146,12 +201,13 @@ def run_size_only(stage, n_ranks, psi=None, unit_sizes=None, wire_dtype="bf16", 
     """
     _rank_function(stage)
     return run_job(stage, size_only_job(n_ranks, psi, unit_sizes, wire_dtype, activation_bytes, loss_scaling,
-                                        activations), algorithm=algorithm)
+                                        activations, ranks_per_node, options), algorithm=algorithm)
 
 
 def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
                  micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
-                 loss_scaling: LossScaling | None = None, record_history: bool = True) -> Job:
+                 loss_scaling: LossScaling | None = None, record_history: bool = True,
+                 ranks_per_node: int | None = None, options=None) -> Job:
     """The :class:`Job` of :func:`train` (the same arguments), e.g. to run the stages on another Communicator.
 
     Every argument is checked here: ``n_ranks`` in [1, MAX_TRAINING_RANKS], ``steps`` and ``seed`` integers >= 0,
@@ -187,7 +243,8 @@ def training_job(n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
         value_bound(n, wire)  # raises a clear ValueError if no exact integer blocks exist for N ranks
         workload = BlockWorkload(units, n, wire, seed)
     return Job(FlatParams(units, n), wire, steps, workload, adam or AdamConfig(), scaling, MemoryLedger(n),
-               size_only=False, record_history=record_history)
+               size_only=False, record_history=record_history, ranks_per_node=_ranks_per_node(ranks_per_node, n),
+               options=options)
 
 
 def _loss_scaling(loss_scaling, wire) -> LossScaling:
@@ -206,7 +263,8 @@ def _loss_scaling(loss_scaling, wire) -> LossScaling:
 def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_sizes=None, *,
           micro_batch: int = 4, width: int | None = None, adam: AdamConfig | None = None,
           loss_scaling: LossScaling | None = None, record_history: bool = True, mode: str = "fused",
-          algorithm: str = DEFAULT_ALGORITHM, faults=None) -> StageReport:
+          algorithm: str = DEFAULT_ALGORITHM, faults=None, ranks_per_node: int | None = None,
+          options=None) -> StageReport:
     """Train with real numbers for ``steps`` steps on ``n_ranks`` emulated ranks; keep every rank's final state
     (and, with ``record_history``, its state after every step) so that parity with DP can be checked.
 
@@ -218,7 +276,8 @@ def train(stage, n_ranks, steps, wire_dtype="bf16", seed=0, grads="model", unit_
     """
     _rank_function(stage)
     job = training_job(n_ranks, steps, wire_dtype, seed, grads, unit_sizes, micro_batch=micro_batch, width=width,
-                       adam=adam, loss_scaling=loss_scaling, record_history=record_history)
+                       adam=adam, loss_scaling=loss_scaling, record_history=record_history,
+                       ranks_per_node=ranks_per_node, options=options)
     return run_job(stage, job, mode, algorithm=algorithm, faults=faults)
 
 

@@ -41,6 +41,8 @@ class Job:
     resume: Any = None  # a zero_stages.checkpoint.save_load.TrainingState to start from (full per-unit states), or None
     first_step: int = 0  # index of the first step (the workload's data for step t is the same in every run)
     on_step_end: Any = None  # callable(rank, step, opt, scaler, weights16 pieces) after every step, or None
+    ranks_per_node: int | None = None  # K of a 2-D mesh (N = R nodes × K): the hsdp and zeropp stages need it
+    options: Any = None  # a stage's own settings: zeropp's ZeroPPConfig, offload's host ledgers (OffloadHost)
     _initial: dict = field(default_factory=dict, repr=False, compare=False)  # unit -> initial fp32 values, read-only
 
     def init_unit(self, unit: int):

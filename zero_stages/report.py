@@ -17,7 +17,8 @@ from ringemu.memory import MemoryLedger
 
 from .flat import FlatParams
 
-__all__ = ["StageReport", "parity_with_dp", "parity_mismatches", "build_report", "traffic_ratio", "stage_json",
+__all__ = ["StageReport", "parity_with_dp", "parity_mismatches", "build_report", "traffic_ratio", "traffic_ratios",
+           "stage_json",
            "OVERFLOW_LABEL"]
 
 OVERFLOW_LABEL = "overflow_check"
@@ -60,6 +61,12 @@ class StageReport:
     history: list[dict] = field(default_factory=list)
     skipped_steps: list[bool] = field(default_factory=list)
     loss_scales: list[float] = field(default_factory=list)
+    # beyond the four stages (zero_stages.api.attach_links): K, bytes sent per link class per rank
+    # ({"intra_node", "inter_node", "pcie"}), the host's model states (offload) and zeropp's cuts
+    ranks_per_node: int | None = None
+    link_bytes_per_rank: list[dict] = field(default_factory=list)
+    host_model_state_bytes_per_rank: list[int] = field(default_factory=list)
+    options: str = ""
 
     def _repr_html_(self) -> str:
         """Notebooks: memory per rank by category (current / peak) and traffic per collective label."""
@@ -194,11 +201,21 @@ def parity_with_dp(report: StageReport, dp_report: StageReport) -> bool:
     return not parity_mismatches(report, dp_report)
 
 
+def traffic_ratios(report: StageReport, dp_report: StageReport) -> list[Fraction | None]:
+    """Per rank: elements it sent in ``report`` over those it sent in ``dp_report`` (None where DP sent nothing)."""
+    return [Fraction(a, b) if b else None for a, b in zip(report.traffic_sent_elements_per_rank,
+                                                          dp_report.traffic_sent_elements_per_rank)]
+
+
 def traffic_ratio(report: StageReport, dp_report: StageReport) -> str | None:
-    """Elements rank 0 sent in ``report`` over those it sent in ``dp_report``, as an exact fraction ("3/2");
+    """The traffic ratio to DP as an exact fraction ("3/2") when every rank has the same one; else the range over
+    ranks, "5/4 to 29/12 (per rank)" (a tree's ranks send unequal shares, so no single rank speaks for all);
     None when DP sends nothing (N = 1, or no steps)."""
-    a, b = report.traffic_sent_elements_per_rank[0], dp_report.traffic_sent_elements_per_rank[0]
-    return str(Fraction(a, b)) if b else None
+    ratios = [r for r in traffic_ratios(report, dp_report) if r is not None]
+    if not ratios:
+        return None
+    low, high = min(ratios), max(ratios)
+    return str(low) if low == high else f"{low} to {high} (per rank)"
 
 
 def stage_json(report: StageReport, dp_report: StageReport) -> dict:
@@ -216,8 +233,13 @@ def stage_json(report: StageReport, dp_report: StageReport) -> dict:
         "traffic_sent_bytes_per_rank": report.traffic_sent_bytes_per_rank,
         "traffic_sent_elements_per_rank": report.traffic_sent_elements_per_rank,
         "traffic_ratio_to_dp": traffic_ratio(report, dp_report),
+        "traffic_ratio_to_dp_per_rank": [None if r is None else str(r) for r in traffic_ratios(report, dp_report)],
         "traffic_by_label": report.traffic_by_label,
         "memory_by_category": report.memory_by_category(),
         "skipped_steps": report.skipped_steps,
         "loss_scales": report.loss_scales,
+        "ranks_per_node": report.ranks_per_node,
+        "bytes_per_link_class_per_rank": report.link_bytes_per_rank,
+        "host_model_state_bytes_per_rank": report.host_model_state_bytes_per_rank,
+        "options": report.options,
     }

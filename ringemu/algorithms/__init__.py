@@ -21,13 +21,17 @@ from ..checks import check_int
 from ..schedule import Schedule, check_n_ranks
 
 __all__ = [
-    "COLLECTIVES", "DEFAULT_ALGORITHM", "OP_ALIASES", "Algorithm", "REGISTRY", "algorithm", "build", "names",
+    "COLLECTIVES", "CONTRACTS", "DEFAULT_ALGORITHM", "OP_ALIASES", "Algorithm", "REGISTRY", "algorithm", "build", "names",
     "resolve_op", "op_names", "schedule_for", "cost", "check_ranks_per_node", "default_ranks_per_node",
     "MAX_SCHEDULE_RANKS",
 ]
 
 # The collectives a schedule can implement (CLI spelling). A schedule's postcondition says what it leaves:
 COLLECTIVES = ("reduce-scatter", "all-gather", "all-reduce")
+# collective -> (precondition, accepted postconditions) its schedules declare (Schedule.initial/final, proved by
+# ringemu.provenance): a reduce-scatter may leave more than its own chunk reduced ("reduced-all")
+CONTRACTS = {"reduce-scatter": ("all", ("reduced-own", "reduced-all")), "all-gather": ("own", ("gathered",)),
+             "all-reduce": ("all", ("reduced-all",))}
 DEFAULT_ALGORITHM = "ring"
 # Op names kept for the command line and older callers: op -> (collective, algorithm)
 OP_ALIASES = {"naive-all-reduce": ("all-reduce", "naive")}
@@ -107,6 +111,7 @@ class Algorithm:
 # its name here.
 _FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "engines",
              "ompi_allreduce", "ompi_reduce_scatter", "ompi_allgather", "ompi_decision")
+_FAMILIES += ("mpich_allreduce", "mpich_reduce_scatter", "mpich_allgather", "mpich_decision")  # MPICH 5.0
 
 
 def _families():

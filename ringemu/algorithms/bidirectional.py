@@ -62,7 +62,7 @@ def _pass_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction
 
 
 _SOURCE = "NCCL's bidirectional rings; the ring of Patarasuk & Yuan 2009, §3, run in both directions"
-_ENGINES = "NCCL (both directions of each ring link)"
+_ENGINES = "textbook (the ring run both ways, as NCCL drives both directions of its links); not an engine's bits"
 ALGORITHMS = (
     Algorithm("reduce-scatter", "bidirectional-ring", bidirectional_reduce_scatter,
               "two opposite rings, each reducing half of every shard: N-1 steps", _SOURCE, _ENGINES, _pass_cost),

@@ -190,7 +190,9 @@ def _ar_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
 
 
 _SOURCE = "Thakur, Rabenseifner & Gropp 2005, §4.4, §4.1, §4.5 (Rabenseifner's algorithm)"
-_ENGINES = "MPICH, Open MPI (large messages)"
+_ENGINES = ("textbook, halving from distance N/2 as Thakur, Rabenseifner & Gropp 2005 §4.4 describe it; not an "
+            "engine's bits: MPICH's reduce_scatter_allgather starts at distance 1 (mpich:reduce-scatter-allgather), "
+            "Open MPI's Rabenseifner is ompi:rabenseifner")
 ALGORITHMS = (
     Algorithm("reduce-scatter", "halving-doubling", halving_reduce_scatter,
               "recursive halving: partners at distance N/2, N/4, ..., 1 swap halves of their range",

@@ -94,7 +94,7 @@ def _ar_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction, *, ranks_per_
 
 
 _SOURCE = "Jia et al. 2018 (hierarchical all-reduce); Horovod's 2-D ring"
-_ENGINES = "Horovod (HOROVOD_HIERARCHICAL_ALLREDUCE), NCCL (intra-node rings + inter-node)"
+_ENGINES = "textbook two-level ring (Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE describes it); not an engine's bits"
 _OPTIONS = ("ranks_per_node",)
 ALGORITHMS = (
     Algorithm("reduce-scatter", "hierarchical-ring", hierarchical_reduce_scatter,

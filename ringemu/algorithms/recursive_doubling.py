@@ -54,7 +54,8 @@ def _ar_cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
 
 
 _SOURCE = "Thakur, Rabenseifner & Gropp 2005, §4.5 (recursive doubling)"
-_ENGINES = "MPICH, Open MPI (short messages)"
+_ENGINES = ("textbook (Thakur, Rabenseifner & Gropp 2005 §4.5); the engines' own: mpich:recursive-doubling, "
+            "ompi:recursive-doubling")
 ALGORITHMS = (
     Algorithm("reduce-scatter", "recursive-doubling", recursive_doubling_reduce_scatter,
               "the recursive doubling all-reduce, each rank keeping its own shard (derived: same additions)",

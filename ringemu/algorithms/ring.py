@@ -101,8 +101,9 @@ def _ring_half(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction
 
 
 def _naive(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
-    """2α + 2(N-1)·S·β: rank 0's link carries N-1 whole buffers in, then N-1 out (one port per rank)."""
-    return (2 * alpha + 2 * (n - 1) * nbytes * beta) if n > 1 else Fraction(0)
+    """2(N-1)·(α + S·β): rank 0's port takes N-1 whole buffers in, then sends N-1 out, one message at a time (the
+    one-port model of Thakur, Rabenseifner & Gropp 2005 §3: every message pays its α)."""
+    return 2 * (n - 1) * (alpha + nbytes * beta)
 
 
 def _naive_gather(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
@@ -112,13 +113,15 @@ def _naive_gather(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fract
 
 
 _RING = "Patarasuk & Yuan 2009, §3 (bandwidth-optimal ring)"
+_TEXTBOOK_RING = ("textbook (Patarasuk & Yuan's description; Horovod and baidu-allreduce run it); the engines' own "
+                  "rings cut and walk the buffer their own way: gloo:ring, ompi:ring, mpich:ring, nccl:ring")
 ALGORITHMS = (
     Algorithm("reduce-scatter", "ring", ring_reduce_scatter, "N-1 steps around the ring; rank r ends with chunk r",
-              _RING, "NCCL (ring), gloo, Horovod", _ring_half),
+              _RING, _TEXTBOOK_RING, _ring_half),
     Algorithm("all-gather", "ring", ring_all_gather, "N-1 steps around the ring; every rank ends with every chunk",
-              _RING, "NCCL (ring), gloo, Horovod", _ring_half),
+              _RING, _TEXTBOOK_RING, _ring_half),
     Algorithm("all-reduce", "ring", ring_all_reduce, "ring reduce-scatter then ring all-gather: 2(N-1) steps",
-              _RING, "NCCL (ring), gloo (ring), Horovod, baidu-allreduce",
+              _RING, _TEXTBOOK_RING,
               lambda n, s, a, b: 2 * _ring_half(n, s, a, b)),
     Algorithm("reduce-scatter", "naive", naive_reduce_scatter,
               "the naive all-reduce, each rank keeping its own chunk (derived: same additions as naive all-reduce)",

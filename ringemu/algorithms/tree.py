@@ -1,4 +1,4 @@
-"""Binary tree reduce + broadcast, pipelined in chunks, and NCCL's double binary tree.
+"""Binary tree reduce + broadcast, pipelined in chunks, and a double binary tree on heap-ordered trees (textbook).
 
 The tree is the heap-ordered binary tree on tree positions 0..N-1 (parent (i-1)//2, children 2i+1 and 2i+2; depth
 floor(log2(i+1)), D = depth of the last position). The buffer is cut into segments that flow up the tree (each
@@ -8,10 +8,12 @@ goes down from depth d at step k + D + d. With P segments that is P + 2D - 1 ste
 link and direction (the pipelined tree of Sanders, Speck & Träff 2009, §2).
 
 * ``tree``: one tree on ranks in order; P = N segments (the shards).
-* ``double-binary-tree`` (Sanders, Speck & Träff 2009, §3; NCCL 2.4's all-reduce): two trees, each on half of
+* ``double-binary-tree`` (Sanders, Speck & Träff 2009, §3, on heap-ordered trees): two trees, each on half of
   every shard (``ChunkLayout(S, 2N, N)``); the second tree is the first on mirrored ranks (position i is rank
   N-1-i), so every rank is an inner node of at most one tree and the two trees together use each rank's links
-  about evenly. (NCCL builds its second tree by mirroring or shifting; the shape here is the heap's.)
+  about evenly. These are the textbook shapes, not NCCL's: NCCL's double binary tree is in-order, its root has
+  one child, and its second tree is the first shifted (odd N) or mirrored (even N) (``src/graph/trees.cc``): the
+  registry's ``nccl:tree``.
 
 The tree families have no reduce-scatter of their own: it is the all-reduce, each rank keeping its own shard
 (derived: the same additions; NCCL has no tree reduce-scatter either). The all-gather copies every shard up to the
@@ -171,20 +173,22 @@ _DOUBLE_SOURCE = "Sanders, Speck & Träff 2009, §3 (two-tree broadcast and redu
 ALGORITHMS = (
     Algorithm("reduce-scatter", "tree", tree_reduce_scatter,
               "the tree all-reduce, each rank keeping its own shard (derived: same additions)",
-              _TREE_SOURCE, "none natively (NCCL's trees do all-reduce only)", _tree_cost),
+              _TREE_SOURCE, "textbook, derived from the tree's all-reduce", _tree_cost),
     Algorithm("all-gather", "tree", tree_all_gather,
               "every shard copied up the tree to the root, then the missing shards down",
               _TREE_SOURCE, "none natively (derived)", _gather_cost),
     Algorithm("all-reduce", "tree", tree_all_reduce,
               "binary tree reduce then broadcast, pipelined in N segments",
-              _TREE_SOURCE, "MPI libraries (reduce + bcast), NCCL (as one of its two trees)", _tree_cost),
+              _TREE_SOURCE, "textbook heap-ordered binary tree; not an engine's bits (MPICH's k-nomial tree is "
+              "mpich:tree, NCCL's in-order trees nccl:tree)", _tree_cost),
     Algorithm("reduce-scatter", "double-binary-tree", double_tree_reduce_scatter,
               "the double binary tree all-reduce, each rank keeping its own shard (derived: same additions)",
-              _DOUBLE_SOURCE, "none natively (NCCL's trees do all-reduce only)", _double_tree_cost),
+              _DOUBLE_SOURCE, "textbook, derived from the tree's all-reduce", _double_tree_cost),
     Algorithm("all-gather", "double-binary-tree", double_tree_all_gather,
               "the tree all-gather on the double tree's half-shard layout (derived)",
               _DOUBLE_SOURCE, "none natively (derived)", _gather_cost),
     Algorithm("all-reduce", "double-binary-tree", double_tree_all_reduce,
               "two pipelined binary trees, each on half of every shard; ranks inner in one tree are leaves in the other",
-              _DOUBLE_SOURCE, "NCCL >= 2.4 (all-reduce, NCCL_ALGO=Tree)", _double_tree_cost),
+              _DOUBLE_SOURCE, "textbook (Sanders, Speck & Träff's two trees, on heap-ordered trees); NCCL's own "
+              "double binary tree (in-order, src/graph/trees.cc) is nccl:tree", _double_tree_cost),
 )

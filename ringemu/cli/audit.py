@@ -28,6 +28,11 @@ def register(subparsers) -> None:
     p.add_argument("--algorithm", default=DEFAULT_ALGORITHM, choices=names("all-reduce"),
                    help=f"collective algorithm of the backend (default {DEFAULT_ALGORITHM})")
     p.add_argument("--steps", type=int, default=None, help="training steps, >= 3 (default: the script's STEPS, else 3); the last one is audited")
+    p.add_argument("--import-timeout", type=float, default=None, metavar="S",
+                   help="seconds the script's import may take, 0 < S <= 3600 (default 10)")
+    p.add_argument("--ranks-per-node", type=int, default=None, metavar="K",
+                   help="audit HSDP instead: the script's wrap(model, mesh) on an (N/K, K) DeviceMesh, bytes per "
+                        "link class against 2(R-1)/R·Psi/K (K must divide --ranks)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_audit)
 
@@ -42,7 +47,12 @@ def cmd_audit(args) -> int:
         from ..torch.audit import audit_script
     except ModuleNotFoundError as exc:
         raise ValueError(f"audit torch needs PyTorch ({exc.name} is missing): pip install 'ringemu[torch]'") from None
-    audit = audit_script(args.script, n, args.algorithm, args.steps)
+    timeout = args.import_timeout
+    if timeout is not None and not 0 < timeout <= 3600:  # NaN fails both comparisons
+        raise ValueError(f"--import-timeout must be a number of seconds in (0, 3600]; got {timeout}")
+    if args.ranks_per_node is not None:
+        return _cmd_hsdp(args, n)
+    audit = audit_script(args.script, n, args.algorithm, args.steps, timeout)
     if args.json:
         print(json.dumps({
             "ranks": n, "algorithm": audit.algorithm, "steps": audit.steps, "psi": audit.psi,
@@ -51,6 +61,7 @@ def cmd_audit(args) -> int:
             "sharded": [dict(zip(("label", "calls", "elements", "bytes", "padding_bytes"), r)) for r in audit.user.rows],
             "ddp": [dict(zip(("label", "calls", "elements", "bytes", "padding_bytes"), r)) for r in audit.ddp.rows],
             "departures": [{"what": w, "bytes": str(b), "why": y} for w, b, y in audit.departures()],
+            "barrier": {run.name: run.barrier_note() for run in (audit.user, audit.ddp)},
         }))
         return 0
     print(f"{args.script} on {n} thread-ranks, algorithm {audit.algorithm}, Ψ = {audit.psi:,} parameters; "
@@ -59,6 +70,7 @@ def cmd_audit(args) -> int:
         print(f"{run.name}: {run.step_bytes:,} B per rank per step")
         for label, calls, elements, nbytes, padding in run.rows:
             print(f"  {label:<78} {calls:>3} calls {elements:>12,} elements {nbytes:>14,} B  (ring padding {padding:,} B)")
+        print(f"  {run.barrier_note()}")
     if audit.ddp.step_bytes == 0:
         print("no traffic with one rank: nothing to compare")
         return 0
@@ -66,5 +78,33 @@ def cmd_audit(args) -> int:
     excess = audit.user.step_bytes - Fraction(3, 2) * audit.ddp.step_bytes
     print(f"departure from 3/2 x DDP: {excess} B, made of:")
     for what, nbytes, why in audit.departures():
+        print(f"  {what:<24} {nbytes} B  ({why})")
+    return 0
+
+
+def _cmd_hsdp(args, n: int) -> int:
+    k = check_int(args.ranks_per_node, "--ranks-per-node", 1, n)
+    if n % k:
+        raise ValueError(f"--ranks-per-node must divide --ranks; got {k} for {n} ranks")
+    from ..torch.audit_hsdp import audit_hsdp
+    audit = audit_hsdp(args.script, n, k, args.steps, args.algorithm)
+    formula = audit.formula_bytes()
+    departures = audit.departures()
+    if args.json:
+        print(json.dumps({
+            "ranks": n, "ranks_per_node": k, "steps": audit.steps, "psi": audit.psi, "itemsize": audit.itemsize,
+            "unit_sizes": list(audit.unit_sizes), "shard_elements": audit.shard_elements,
+            "intra_node_bytes_per_rank": list(audit.intra_bytes_per_rank),
+            "inter_node_bytes_per_rank": list(audit.inter_bytes_per_rank),
+            "formula_inter_node_bytes": str(formula),
+            "departures": [{"what": w, "bytes": str(b), "why": y} for w, b, y in departures]}))
+        return 0
+    print(f"{args.script}: FSDP2 HSDP on {n} thread-ranks, {n // k} nodes of {k}, Ψ = {audit.psi:,} parameters in "
+          f"units {list(audit.unit_sizes)}; the last of {audit.steps} steps, bytes each rank sent")
+    print(f"  intra-node (shard groups: all-gathers, reduce-scatters): {sorted(set(audit.intra_bytes_per_rank))} B")
+    print(f"  inter-node (replicate groups: all-reduce of the shard):  {sorted(set(audit.inter_bytes_per_rank))} B")
+    print(f"formula 2(R-1)/R·Ψ/K elements of {audit.itemsize} B: {formula} B; departure "
+          f"{max(audit.inter_bytes_per_rank) - formula} B, made of:")
+    for what, nbytes, why in departures:
         print(f"  {what:<24} {nbytes} B  ({why})")
     return 0

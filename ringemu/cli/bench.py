@@ -31,8 +31,10 @@ import numpy as np
 from .. import algorithms
 from ..checks import check_budget, check_n_ranks, check_numel
 from ..dtypes import dtype_name, resolve_dtype
+from ..worlds import communicator_algorithms  # one schedule per op, built once: names for any buffer
 from ..execute import default_threads, run_schedule
 from ..layout import ChunkLayout
+from ..partition import layout_for
 from ..progress import progress_bar
 from ..schedule import ADD, Schedule
 from ..worlds.base import communicator_algorithms  # the textbook orders: all three collectives, any buffer
@@ -188,8 +190,8 @@ def bench_collectives(n: int, numel: int, dtype="fp32", ops=OPS, modes=("fused",
         raise ValueError(f"repeats must be an integer >= 1 and <= {MAX_BENCH_REPEATS}; got {repeats!r}")
     check_budget(n * ChunkLayout(numel, n).padded_numel * dt.itemsize, MAX_BENCH_WORLD_BYTES,
                  "the world buffer in bytes", "the benchmark holds it and STREAM arrays as large")
-    schedules = {op: algorithms.build(op, n, algorithm) for op in ops}
-    layouts = {op: ChunkLayout(numel, s.n_chunks, n) for op, s in schedules.items()}
+    schedules = {op: algorithms.build(op, n, algorithm, numel=numel, itemsize=dt.itemsize) for op in ops}
+    layouts = {op: layout_for(s, numel) for op, s in schedules.items()}
     worlds = {}  # one world per padded width (the ring's three collectives share one)
     for layout in layouts.values():
         worlds.setdefault(layout.padded_numel, _world((n, layout.padded_numel), dt))
@@ -333,7 +335,7 @@ def register(subparsers) -> None:
     p.add_argument("--repeats", type=int, default=None, help="timed runs per case (default 5)")
     p.add_argument("--quick", action="store_true", help="smoke run: N = 4, S = 2^16, 3 runs (about a second)")
     p.add_argument("--algorithm", choices=communicator_algorithms(), default=algorithms.DEFAULT_ALGORITHM,
-                   help=f"the schedules' algorithm, from the catalog (default {algorithms.DEFAULT_ALGORITHM})")
+                   help=f"the schedules' algorithm, from the catalog's whole families (default {algorithms.DEFAULT_ALGORITHM})")
     p.add_argument("--no-scale", action="store_true",
                    help="skip the emulated-world latency and the size-only scale points")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from ..algorithms import COLLECTIVES
 from ..compare import Comparison, Sweep, compare, sweep, sweep_sizes
-from ..topology import CONTENTIONS, INFINIBAND, NVLINK, LinkClass, Topology, parse_decimal
+from ..topology import CONTENTIONS, INFINIBAND, NCCL_BASE_LATENCY, NVLINK, LinkClass, Topology, parse_decimal
 from ..units import GB, format_decimal
 
 __all__ = ["register", "cmd_compare", "topology_from_args", "format_seconds"]
@@ -36,6 +36,9 @@ def register(subparsers) -> None:
                    help=f"latency α inside a node, µs per message (default {_decimal(NVLINK.latency / _US)})")
     p.add_argument("--inter-latency-us", metavar="US", default=_decimal(INFINIBAND.latency / _US),
                    help=f"latency α between nodes, µs (default {_decimal(INFINIBAND.latency / _US)})")
+    p.add_argument("--launch-latency-us", metavar="US", default=_decimal(NCCL_BASE_LATENCY / _US),
+                   help=f"latency once per collective call, µs (default {_decimal(NCCL_BASE_LATENCY / _US)}: NCCL's "
+                        f"baseLatencies for ring and tree, Simple protocol, src/graph/tuning.cc)")
     p.add_argument("--contention", choices=CONTENTIONS, default="port",
                    help="port: a rank's sends (receives) in a step share one port per class (default); "
                         "link: every ordered pair has its own link")
@@ -60,7 +63,15 @@ def topology_from_args(args) -> Topology:
     return Topology.from_nodes(args.ranks, args.nodes,
                                intra=link(NVLINK, args.intra_bandwidth, args.intra_latency_us, "intra"),
                                inter=link(INFINIBAND, args.inter_bandwidth, args.inter_latency_us, "inter"),
-                               contention=args.contention)
+                               contention=args.contention,
+                               launch=_launch(args.launch_latency_us))
+
+
+def _launch(text: str) -> Fraction:
+    us = parse_decimal(text, "--launch-latency-us")
+    if us < 0:
+        raise ValueError(f"--launch-latency-us must be >= 0 µs; got {text}")
+    return us * _US
 
 
 def _significant(value: Fraction, digits: int = 4) -> str:

@@ -20,15 +20,15 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import audit, bench, collective_commands, compare, faults
+from . import audit, bench, collective_commands, compare, faults, identify
 from ..faults.spec import CollectiveFault
 from ..worlds.base import RankFailure
 
 __all__ = ["main", "build_parser", "ENTRY_POINT_GROUP", "plugin_modules"]
 
 ENTRY_POINT_GROUP = "ringemu.commands"
-# demo, run, trace, count; bench; compare; audit; faults
-_BUILT_IN = (collective_commands, bench, compare, audit, faults)
+# demo, run, trace, count; bench; compare; audit; faults; identify
+_BUILT_IN = (collective_commands, bench, compare, audit, faults, identify)
 _SOURCE_SETUP_CFG = Path(__file__).resolve().parents[2] / "setup.cfg"
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .spec import Fault, MessageFault, describe, step_rows
+from .spec import Fault, FaultSpecError, MessageFault, describe, step_rows
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
 
@@ -94,10 +94,10 @@ def first_match(rows, i: int, f: Fault) -> bool:
 
 
 def flip_bits(payload: np.ndarray, f: Fault) -> np.ndarray:
-    """A copy of ``payload`` with the fault's bits flipped in element ``elem`` (a ValueError if out of range)."""
+    """A copy of ``payload`` with the fault's bits flipped in element ``elem`` (a FaultSpecError if out of range)."""
     width = payload.dtype.itemsize * 8
     if f.elem >= payload.size or any(b >= width for b in f.bits):
-        raise ValueError(f"fault {f}: a message holds {payload.size} elements of {width} bits (elem < "
+        raise FaultSpecError(f"fault {f}: a message holds {payload.size} elements of {width} bits (elem < "
                          f"{payload.size}, bit < {width})")
     out = payload.copy()
     bits = out.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[payload.dtype.itemsize])

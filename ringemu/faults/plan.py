@@ -27,7 +27,7 @@ import numpy as np
 from ..execute import run_schedule
 from ..schedule import Schedule
 from .link import run_faulty_step
-from .spec import Fault, RankStopped, check_fault, describe, parse_fault, step_rows
+from .spec import Fault, RankStopped, check_fault, check_fault_ranks, describe, parse_fault, step_rows
 
 __all__ = ["FaultPlan", "as_plan", "sub_schedule"]
 
@@ -51,6 +51,13 @@ class FaultPlan:
         bad = [f for f in self.faults if not isinstance(f, Fault)]
         if bad:
             raise TypeError(f"faults must be Fault objects or spec strings; got {type(bad[0]).__name__}")
+
+    def check_world(self, n_ranks: int) -> None:
+        """Refuse, before any rank starts, a fault naming a rank a world of ``n_ranks`` lacks, or any fault where
+        N = 1 (nothing is sent); steps, links, elements and bits are checked against each collective as it runs
+        (:func:`~ringemu.faults.spec.check_fault`), and a FaultSpecError there is bad input too."""
+        for f in self.faults:
+            check_fault_ranks(f, n_ranks)
 
     def take(self, label: str) -> list[Fault]:
         """The faults that fire at this call of a collective labelled ``label`` (and count the call)."""

@@ -37,7 +37,7 @@ def _world(schedule, dtype, rng) -> np.ndarray:
     """A padded world of the schedule's shape: integer blocks (int32) or standard normals (floats); for an
     all-gather (initial ``own``) only chunk r of row r is input, the rest zero (as :mod:`ringemu.trace`)."""
     n = schedule.n_ranks
-    layout = layout_for(schedule, _numel(n))  # the textbook layout, or an engine order's own partition
+    layout = layout_for(schedule, _numel(n))
     if _is_int(dtype):
         data = integer_blocks(n, layout.numel, int(rng.integers(2 ** 31)), dtype)
     else:
@@ -86,24 +86,25 @@ def _stop_trial(schedule, world, fault: Fault, mode: str) -> tuple[bool, bool]:
     return False, False
 
 
-def run_trials(trials: int = 6, seed: int = 0, dtypes=DTYPES, ranks=RANKS) -> list[dict]:
+def run_trials(trials: int = 6, seed: int = 0, dtypes=DTYPES, ranks=RANKS, bar=None) -> list[dict]:
     """One dict per trial: collective, algorithm, n_ranks, dtype, mode, kind, the fault's spec, and per detector
     ``found`` / ``located`` (message faults) or ``watchdog`` (stop), plus the corrupted bit's class."""
     rng = np.random.default_rng(seed)
     rows: list[dict] = []
     with np.errstate(all="ignore"):  # corrupted exponents make infs and NaNs, as they would on a real link
-        _trials(rows, rng, trials, dtypes, ranks)
+        _trials(rows, rng, trials, dtypes, ranks, bar)
     return rows
 
 
-def _trials(rows: list, rng, trials: int, dtypes, ranks) -> None:
+def _trials(rows: list, rng, trials: int, dtypes, ranks, bar=None) -> None:
     for (collective, name), entry in REGISTRY.items():
+        bar and bar.update()  # a progress bar of len(REGISTRY) steps (ringemu.progress), if given
         for n in ranks:
             if entry.unsupported(n) is not None:
                 continue
-            schedule = build(collective, n, name, numel=_numel(n), itemsize=4)  # engine orders: cut for it
             for dtname in dtypes:
                 dtype = resolve_dtype(dtname)
+                schedule = build(collective, n, name, numel=_numel(n), itemsize=dtype.itemsize)
                 for kind in KINDS:
                     for _ in range(trials):
                         world, fault = _world(schedule, dtype, rng), _draw(kind, schedule, dtype, rng)

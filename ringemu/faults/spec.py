@@ -26,14 +26,20 @@ import numpy as np
 
 from ..schedule import Schedule
 
-__all__ = ["KINDS", "MESSAGE_KINDS", "Fault", "CollectiveFault", "MessageFault", "RankStopped", "parse_fault",
-           "check_fault", "with_step", "describe", "step_rows"]
+__all__ = ["KINDS", "MESSAGE_KINDS", "MAX_BIT", "Fault", "FaultSpecError", "CollectiveFault", "MessageFault",
+           "RankStopped", "parse_fault", "check_fault", "check_fault_ranks", "with_step", "describe", "step_rows"]
 
 MESSAGE_KINDS = ("drop", "corrupt", "duplicate", "misroute")
 KINDS = MESSAGE_KINDS + ("stop",)
+MAX_BIT = 63  # bits of an element's storage: 8 B at most (int64, fp64)
 _INT_FIELDS = ("call", "step", "src", "dst", "chunk", "elem", "to", "rank")
 _NEEDS = {"drop": ("step", "src", "dst"), "corrupt": ("step", "src", "dst", "bit"),
           "duplicate": ("step", "src", "dst"), "misroute": ("step", "src", "dst", "to"), "stop": ("rank", "step")}
+
+
+class FaultSpecError(ValueError):
+    """A fault that names a step, rank, link, element or bit the run does not have: bad input, not a failed run.
+    The in-process worlds raise it as it is (not wrapped in RankFailure), so the command line exits 2."""
 
 
 class CollectiveFault(RuntimeError):
@@ -80,7 +86,10 @@ class Fault:
                 raise ValueError(f"fault field {name} must be an integer >= 0; got {value!r}")
         if not isinstance(self.bits, tuple) or any(isinstance(b, bool) or not isinstance(b, int) or b < 0
                                                   for b in self.bits):
-            raise ValueError(f"fault field bit must be integers >= 0; got {self.bits!r}")
+            raise FaultSpecError(f"fault field bit must be integers >= 0; got {self.bits!r}")
+        if any(b > MAX_BIT for b in self.bits) or len(set(self.bits)) != len(self.bits):
+            raise FaultSpecError(f"fault field bit must be distinct bit positions 0..{MAX_BIT} (a bit flipped twice "
+                                 f"is no fault); got {'+'.join(map(str, self.bits))}")
         if self.label is not None and (not isinstance(self.label, str) or not self.label):
             raise ValueError(f"fault field label must be a non-empty str; got {self.label!r}")
         given = {"step": self.step, "src": self.src, "dst": self.dst, "to": self.to, "rank": self.rank,
@@ -164,21 +173,29 @@ def step_rows(schedule: Schedule, step: int) -> list[list[int]]:
     return schedule.table[bounds[step]:bounds[step + 1]].tolist()
 
 
-def check_fault(f: Fault, schedule: Schedule, label: str) -> None:
-    """A ValueError if the fault names a step, rank, link, chunk, element or bit this collective does not have."""
-    n = schedule.n_ranks
-    if f.step >= schedule.n_steps:
-        raise ValueError(f"fault {f}: {label!r} ({schedule.name}) has steps 0..{schedule.n_steps - 1}")
+def check_fault_ranks(f: Fault, n_ranks: int) -> None:
+    """A FaultSpecError if the fault names a rank a world of ``n_ranks`` does not have, or the world sends nothing
+    (N = 1): checked when the world is set up, before any rank starts."""
+    if n_ranks == 1:
+        raise FaultSpecError(f"fault {f}: with N = 1 no collective sends a message, so no fault can fire")
     for name in ("src", "dst", "to", "rank"):
         value = getattr(f, name)
-        if value is not None and value >= n:
-            raise ValueError(f"fault {f}: {name}={value} is not a rank of {label!r} (ranks 0..{n - 1})")
+        if value is not None and value >= n_ranks:
+            raise FaultSpecError(f"fault {f}: {name}={value} is not a rank (ranks 0..{n_ranks - 1})")
+
+
+def check_fault(f: Fault, schedule: Schedule, label: str) -> None:
+    """A FaultSpecError if the fault names a step, rank, link or chunk this collective does not have."""
+    n = schedule.n_ranks
+    check_fault_ranks(f, n)
+    if f.step >= schedule.n_steps:
+        raise FaultSpecError(f"fault {f}: {label!r} ({schedule.name}) has steps 0..{schedule.n_steps - 1}")
     if f.kind == "stop":
         return
     links = [r for r in step_rows(schedule, f.step) if (r[1], r[2]) == f.link and f.chunk in (None, r[3])]
     if not links:
         there = ", ".join(f"{r[1]}->{r[2]} c{r[3]}" for r in step_rows(schedule, f.step))
-        raise ValueError(f"fault {f}: no message {f.src}->{f.dst}" + (f" of chunk {f.chunk}" if f.chunk is not None
+        raise FaultSpecError(f"fault {f}: no message {f.src}->{f.dst}" + (f" of chunk {f.chunk}" if f.chunk is not None
                          else "") + f" at step {f.step} of {label!r} ({schedule.name}); that step sends: {there}")
 
 

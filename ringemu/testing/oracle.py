@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import collectives
-from ..algorithms import op_names, resolve_op
+from ..algorithms import COLLECTIVES, op_names, resolve_op
 from ..checks import is_integer
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
@@ -45,7 +45,7 @@ def run_op(op: str, world, *, algorithm: str | None = None, ledger: CommLedger |
 
 
 def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, check_traffic: str | None = None,
-                           count_padding: bool = True, algorithm: str | None = None):
+                           count_padding: bool = True, algorithm: str | None = None, orders=None):
     """Check ``user_fn`` against ringemu's collective ``op`` on ``world`` (N, S); return ringemu's result.
 
     ``op`` is an op name of :func:`ringemu.algorithms.op_names` and ``algorithm`` one of the registry's names for
@@ -56,7 +56,14 @@ def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, che
 
     With ``check_traffic="elements"`` or ``"bytes"``, ``user_fn`` returns ``(result, sent)``, where ``sent[r]``
     is what rank r sent; it must equal the ledger's count (padding included unless ``count_padding=False``).
+
+    ``orders`` (a :class:`~ringemu.testing.local_registry.Orders`) makes the orders declared in it valid
+    ``algorithm`` names: the expected results are the declared order's, and its traffic model (bytes, payload
+    only) the expected traffic.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
+    if orders is not None and algorithm is not None and (_declared(orders, op, algorithm)):
+        return _matches_declared(user_fn, op, world, orders, algorithm, check_traffic)
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}; got {op!r}")
     collective, algorithm = resolve_op(op, algorithm)
@@ -79,6 +86,31 @@ def assert_matches_ringemu(user_fn: Callable, op: str, world: np.ndarray, *, che
         _compare_rows(op, expected, got, world.shape[1])
     if check_traffic is not None:
         _compare_traffic(op, ledger, sent, check_traffic, count_padding)
+    return expected
+
+
+def _declared(orders, op: str, name: str) -> bool:
+    return op in COLLECTIVES and name in orders.names(op) and \
+        name not in orders.__class__(builtin=True).names(op)
+
+
+def _matches_declared(user_fn, op, world, orders, name, check_traffic):
+    world = collectives.as_world(world)
+    expected = orders.results(op, name, world)
+    got = user_fn(shards_of(world) if op == "all-gather" else world.copy())
+    if check_traffic is not None:
+        got, sent = got
+    if op == "reduce-scatter":
+        _compare_chunks(f"{op} ({name})", expected, got)
+    else:
+        _compare_rows(f"{op} ({name})", np.stack(expected), got, world.shape[1])
+    if check_traffic == "bytes":
+        want = orders.sent_bytes(op, name, *world.shape, world.dtype, "payload")
+        differ = [r for r in range(len(want)) if int(sent[r]) != want[r]]
+        if differ:
+            raise AssertionError(f"{op} ({name}): " + "; ".join(
+                f"rank {r}: you report {int(sent[r]):,} bytes sent, the declared traffic model gives {want[r]:,}"
+                for r in differ))
     return expected
 
 
@@ -149,9 +181,10 @@ def _compare_traffic(op: str, ledger: CommLedger, sent, unit: str, count_padding
     got = [int(x) for x in got]
     if len(got) != len(want):
         raise AssertionError(f"{op}: sent has {len(got)} entries; expected one per rank ({len(want)})")
-    for r, (w, g) in enumerate(zip(want, got)):
-        if w != g:
-            kind = "padding included" if count_padding else "payload only"
-            raise AssertionError(f"{op}: rank {r} sent {g} {unit}; the ledger counts {w} ({kind}; "
-                                 f"{ledger.records[0].dtype} elements of "
-                                 f"{ledger.records[0].itemsize} B)")
+    differ = [r for r, (w, g) in enumerate(zip(want, got)) if w != g]
+    if differ:
+        kind = "padding included" if count_padding else "payload only"
+        raise AssertionError(f"{op}: {len(differ)} of {len(want)} ranks differ ({kind}; {ledger.records[0].dtype} "
+                             f"elements of {ledger.records[0].itemsize} B): " + "; ".join(
+                                 f"rank {r}: you report {got[r]:,} {unit} sent, ringemu's ledger counts {want[r]:,}"
+                                 for r in differ))

@@ -8,7 +8,14 @@ They need hypothesis (``pip install 'ringemu[test]'``), imported when a strategy
 * :func:`algorithm_names` — the registry's algorithms (:mod:`ringemu.algorithms`), shrinking towards the ring;
   optionally those of one collective that support N ranks;
 * :func:`integer_worlds` — fixed-seed (N, S) integer blocks of one or every dtype, exact in any summation order;
-* :func:`float_worlds` — fixed-seed (N, S) non-integer floats, where the order of addition shows in the bits.
+* :func:`float_worlds` — fixed-seed (N, S) non-integer floats, where the order of addition shows in the bits;
+* :func:`independent_worlds` — several worlds of one shape with distinct seeds, so that they never shrink to the
+  same data (two ``float_worlds`` of one example both shrink to seed 0, which hides bugs that swap or alias
+  inputs);
+* :func:`uneven_ring_sizes` — N that leaves a remainder for the sizes drawn with it (3, 5, 6, 7, ...);
+* :func:`shard_layouts` — how a flat buffer of S elements is cut into N shards: ``ChunkLayout(S, N)`` (unpadded;
+  trailing shards may be empty), ``np.array_split`` (the first S mod N one longer) or gloo's segments;
+* :func:`sharding_jobs` — ZeRO/FSDP-style jobs: N, parameter units of awkward sizes, a dtype, steps and a seed.
 """
 from __future__ import annotations
 
@@ -20,8 +27,11 @@ from .. import algorithms
 from ..blocks import integer_blocks
 from ..dtypes import DTYPES, resolve_dtype
 
-__all__ = ["AWKWARD_SIZES", "FLOAT_DTYPES", "ring_sizes", "buffer_sizes", "dtype_names", "algorithm_names",
-           "seeds", "integer_worlds", "float_worlds"]
+__all__ = ["AWKWARD_SIZES", "FLOAT_DTYPES", "LAYOUT_KINDS", "ring_sizes", "buffer_sizes", "dtype_names",
+           "algorithm_names", "seeds", "integer_worlds", "float_worlds", "independent_worlds", "uneven_ring_sizes",
+           "shard_layouts", "sharding_jobs"]
+
+LAYOUT_KINDS = ("chunk-layout", "array-split", "gloo")
 
 AWKWARD_SIZES = (0, 1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127)  # 0, 1 and primes: never a multiple of N > 1
 FLOAT_DTYPES = ("fp16", "bf16", "fp32", "fp64")
@@ -97,9 +107,10 @@ def integer_worlds(n_ranks=None, numel=None, dtype=None, max_ranks: int = 64, ma
     return build()
 
 
-def float_worlds(n_ranks=None, numel=None, dtype=None, max_ranks: int = 64, max_numel: int = 200):
+def float_worlds(n_ranks=None, numel=None, dtype=None, max_ranks: int = 64, max_numel: int = 200, seed=None):
     """(N, S) fixed-seed standard-normal floats rounded to ``dtype`` (fp16 bf16 fp32 fp64): sums are not exact,
-    so any change in the order or precision of the additions changes the bits."""
+    so any change in the order or precision of the additions changes the bits. ``seed`` (an int or a strategy;
+    default :func:`seeds`) picks the data; for several worlds in one example use :func:`independent_worlds`."""
     st = _st()
 
     @st.composite
@@ -109,8 +120,89 @@ def float_worlds(n_ranks=None, numel=None, dtype=None, max_ranks: int = 64, max_
         dt = resolve_dtype(draw(_as_strategy(dtype, dtype_names(FLOAT_DTYPES))))
         if dt.kind == "i":
             raise ValueError(f"float_worlds needs a float dtype ({' '.join(FLOAT_DTYPES)}); got {dt}")
-        rng = np.random.Generator(np.random.PCG64(draw(seeds())))
+        rng = np.random.Generator(np.random.PCG64(draw(_as_strategy(seed, seeds()))))
         return rng.standard_normal((n, s)).astype(dt)
+
+    return build()
+
+
+def independent_worlds(count: int, kind: str = "float", n_ranks=None, numel=None, dtype=None, max_ranks: int = 64,
+                       max_numel: int = 200, unique: bool = True):
+    """A tuple of ``count`` (N, S) worlds of one shape and dtype (``kind`` "float" or "integer"), each from its own
+    seed; with ``unique=True`` (default) the seeds are distinct, so no two worlds hold the same data even after
+    shrinking (N >= 1, S >= 1)."""
+    st = _st()
+    if kind not in ("float", "integer"):
+        raise ValueError(f"kind must be 'float' or 'integer'; got {kind!r}")
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be an int >= 1; got {count!r}")
+
+    @st.composite
+    def build(draw):
+        n = draw(_as_strategy(n_ranks, ring_sizes(1, max_ranks)))
+        s = draw(_as_strategy(numel, buffer_sizes(n, max_numel)))
+        dt = draw(_as_strategy(dtype, dtype_names(FLOAT_DTYPES if kind == "float" else tuple(DTYPES))))
+        keys = draw(st.lists(seeds(), min_size=count, max_size=count, unique=unique))
+        if kind == "integer":
+            return tuple(integer_blocks(n, s, k, dt) for k in keys)
+        return tuple(np.random.Generator(np.random.PCG64(k)).standard_normal((n, s)).astype(resolve_dtype(dt))
+                     for k in keys)
+
+    return build()
+
+
+def uneven_ring_sizes(min_value: int = 3, max_value: int = 64):
+    """N in [min_value, max_value] that is not a power of two (3, 5, 6, 7, 9, ...): odd rings, trees with a
+    ragged last level, halving-doubling refused."""
+    return ring_sizes(min_value, max_value).filter(lambda n: n & (n - 1) != 0)
+
+
+def shard_layouts(numel=None, n_ranks=None, kinds: Sequence[str] = LAYOUT_KINDS, max_ranks: int = 16,
+                  max_numel: int = 200):
+    """(kind, [(start, stop) per rank]) for a flat buffer of S elements on N ranks: ``chunk-layout`` is
+    ``ChunkLayout(S, N)`` (shards of ceil(S/N), trailing ones short or empty), ``array-split`` is
+    ``np.array_split`` (the first S mod N shards one longer), ``gloo`` gloo's chunks
+    (:func:`~ringemu.testing.gloo_order.gloo_chunk_bounds`, fp32)."""
+    from ..layout import ChunkLayout
+    from .gloo_order import gloo_chunk_bounds
+
+    st = _st()
+    for k in kinds:
+        if k not in LAYOUT_KINDS:
+            raise ValueError(f"kinds must be among {', '.join(LAYOUT_KINDS)}; got {k!r}")
+
+    @st.composite
+    def build(draw):
+        n = draw(_as_strategy(n_ranks, ring_sizes(1, max_ranks)))
+        s = draw(_as_strategy(numel, buffer_sizes(n, max_numel)))
+        kind = draw(st.sampled_from(list(kinds)))
+        if kind == "chunk-layout":
+            layout = ChunkLayout(s, n)
+            bounds = [(layout.payload_slice(r).start, layout.payload_slice(r).stop) for r in range(n)]
+        elif kind == "array-split":
+            edges = np.cumsum([0] + [len(a) for a in np.array_split(np.arange(s), n)])
+            bounds = [(int(edges[r]), int(edges[r + 1])) for r in range(n)]
+        else:
+            bounds = gloo_chunk_bounds(s, n, 4)
+        return kind, bounds
+
+    return build()
+
+
+def sharding_jobs(max_ranks: int = 8, max_units: int = 4, max_unit_numel: int = 40, max_steps: int = 3):
+    """ZeRO/FSDP-style jobs as dicts: ``n_ranks``, ``units`` (parameter counts of the model's units: awkward sizes,
+    none a multiple of N by design of :func:`buffer_sizes`), ``numel`` (their sum), ``dtype`` (fp16, bf16 or fp32
+    for the 16-bit weights and gradients), ``steps`` and ``seed``."""
+    st = _st()
+
+    @st.composite
+    def build(draw):
+        n = draw(ring_sizes(1, max_ranks))
+        units = draw(st.lists(buffer_sizes(n, max_unit_numel).filter(lambda v: v > 0), min_size=1,
+                              max_size=max_units))
+        return {"n_ranks": n, "units": units, "numel": sum(units),
+                "dtype": draw(st.sampled_from(["bf16", "fp16", "fp32"])),
+                "steps": draw(st.integers(1, max_steps)), "seed": draw(seeds())}
 
     return build()
 

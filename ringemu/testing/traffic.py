@@ -8,8 +8,10 @@ Two ways to say what you expect (either or both):
   ringemu collectives on the ledger's N ranks (counted on size-only buffers, :mod:`ringemu.virtual`): messages,
   elements, bytes and padding of every rank, sent and received.
 
+``sent=`` may also be a :class:`~ringemu.testing.recording.SendLog` (your communicator's own count, in bytes).
 ``label`` (a label or a list of labels) restricts the ledger to those records first. A mismatch raises
-``AssertionError`` naming the rank, the quantity, the expected and the counted value.
+``AssertionError`` naming every rank that differs, each with what ringemu's ledger counts and what you gave
+(``sent=`` / ``received=``), so it reads the same whichever side holds your numbers.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ UNITS = ("bytes", "elements")
 def assert_traffic(ledger: CommLedger, *, sent=None, received=None, calls: Iterable[Sequence] | None = None,
                    label: str | Iterable[str] | None = None, unit: str = "bytes", padding: bool = True) -> None:
     """Check ``ledger`` (restricted to ``label``) against ``sent``/``received`` and/or ``calls`` (module doc)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     if not isinstance(ledger, CommLedger):
         raise TypeError(f"ledger must be a CommLedger; got {type(ledger).__name__}")
     if unit not in UNITS:
@@ -41,12 +44,13 @@ def assert_traffic(ledger: CommLedger, *, sent=None, received=None, calls: Itera
     if calls is not None:
         n_ranks = ledger.n_ranks
         want = ledger_of_calls(n_ranks, calls).per_rank()
-        for got_r, want_r in zip(per_rank, want):
-            for direction in ("sent", "received"):
-                g, w = getattr(got_r, direction), getattr(want_r, direction)
-                if g != w:
-                    raise AssertionError(f"rank {got_r.rank} {direction} {_fmt(g)}{where}; the calls "
-                                         f"{list(calls)} on {n_ranks} ranks give {_fmt(w)}")
+        rows = [f"rank {got_r.rank} {direction}: the ledger{where} counts {_fmt(getattr(got_r, direction))}; "
+                f"the calls give {_fmt(getattr(want_r, direction))}"
+                for got_r, want_r in zip(per_rank, want) for direction in ("sent", "received")
+                if getattr(got_r, direction) != getattr(want_r, direction)]
+        if rows:
+            raise AssertionError(f"the ledger and calls={list(calls)} on {n_ranks} ranks differ:\n  "
+                                 + "\n  ".join(rows))
 
 
 def ledger_of_calls(n_ranks: int, calls: Iterable[Sequence]) -> CommLedger:
@@ -70,17 +74,22 @@ def ledger_of_calls(n_ranks: int, calls: Iterable[Sequence]) -> CommLedger:
 def _compare_numbers(per_rank: list[RankTraffic], direction: str, expected, unit: str, padding: bool,
                      where: str) -> None:
     n = len(per_rank)
+    if hasattr(expected, "sent_bytes") and hasattr(expected, "sends"):  # a SendLog: your communicator's bytes
+        if direction != "sent" or unit != "bytes":
+            raise ValueError("a SendLog gives bytes sent: pass it as sent= with unit='bytes'")
+        expected = [expected.sent_bytes(r) for r in range(n)]
     if isinstance(expected, bool) or not (isinstance(expected, int) or _is_int_sequence(expected)):
         raise TypeError(f"{direction} must be an int or a sequence of ints, one per rank; got {expected!r}")
     values = [int(expected)] * n if isinstance(expected, int) else [int(v) for v in expected]
     if len(values) != n:
         raise AssertionError(f"{direction} lists {len(values)} ranks; the ledger{where} counts {n}")
-    for r, (want, traffic) in enumerate(zip(values, per_rank)):
-        t = getattr(traffic, direction)
-        got = getattr(t, unit) - (0 if padding else getattr(t, f"padding_{unit}"))
-        if got != want:
-            kind = "padding included" if padding else "payload only"
-            raise AssertionError(f"rank {r} {direction} {got:,} {unit}{where} ({kind}); expected {want:,}")
+    counted = [getattr(t, unit) - (0 if padding else getattr(t, f"padding_{unit}"))
+               for t in (getattr(traffic, direction) for traffic in per_rank)]
+    differ = [r for r in range(n) if counted[r] != values[r]]
+    if differ:
+        kind = "padding included" if padding else "payload only"
+        raise AssertionError(f"{unit} {direction}{where} ({kind}) differ on {len(differ)} of {n} ranks: " + "; ".join(
+            f"rank {r}: the ledger counts {counted[r]:,}, {direction}= gives {values[r]:,}" for r in differ))
 
 
 def _is_int_sequence(value) -> bool:

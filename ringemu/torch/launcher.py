@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..algorithms import DEFAULT_ALGORITHM, algorithm as _catalog_entry
+from ..algorithms import DEFAULT_ALGORITHM, algorithm as _catalog_entry, build
 from ..execute import MODES
 from ..ledger import CommLedger
 from ..checks import check_n_ranks, check_timeout
@@ -52,15 +52,18 @@ class _World:
     ledger: CommLedger
     _groups: dict = field(default_factory=dict)
     _mailboxes: dict = field(default_factory=dict)
-    _failed: dict = field(default_factory=dict)
-    _scratch: dict = field(default_factory=dict)  # rank -> why, for meetings created after the failure too
+    _failed: dict = field(default_factory=dict)  # rank -> why, for meetings created after the failure too
+    _scratch: dict = field(default_factory=dict)  # (group, shape, dtype) -> a reusable world buffer
+    _schedules: dict = field(default_factory=dict)  # (collective, n) -> the algorithm's schedule, built once
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def group(self, name: str, size: int) -> tuple[Meeting, CommLedger]:
+    def group(self, name: str, size: int, ranks: list[int] | None = None) -> tuple[Meeting, CommLedger]:
+        """The meeting and ledger of group ``name`` of ``size`` members (``ranks``: their global ranks)."""
         with self._lock:
             if name not in self._groups:
                 ledger = self.ledger if size == self.n_ranks and not self._groups else CommLedger()
-                meeting = Meeting(size, self.timeout_s)
+                meeting = Meeting(size, self.timeout_s, f"group {name!r} (global ranks {ranks or list(range(size))})",
+                                  ranks)
                 for rank, why in self._failed.items():
                     meeting.fail(rank, why)
                 self._groups[name] = (meeting, ledger)
@@ -78,6 +81,14 @@ class _World:
             while len(self._scratch) > _SCRATCH_BUFFERS:
                 self._scratch.pop(next(iter(self._scratch)))
             return buffer
+
+    def schedule(self, collective: str, n: int):
+        """The spawn's algorithm's schedule of ``collective`` on ``n`` ranks, built on first use and kept."""
+        key = (collective, n)
+        with self._lock:
+            if key not in self._schedules:
+                self._schedules[key] = build(collective, n, self.algorithm)
+            return self._schedules[key]
 
     def mailbox(self, name: str, size: int) -> Mailbox:
         _, ledger = self.group(name, size)

@@ -7,14 +7,19 @@ records it in the group's :class:`~ringemu.ledger.CommLedger` under a label made
 that made it (``all_reduce:torch.nn.parallel.distributed``). Results are therefore bit-identical to the
 emulator's for the chosen algorithm (16-bit tensors rounded per hop), and traffic is counted exactly.
 
-Reductions: SUM in the algorithm's order; AVG = that sum divided by N in the tensor's dtype (float tensors only);
-MIN and MAX are exact in any order; PRODUCT multiplies in rank order (16-bit tensors in fp32, rounded per rank).
-MIN, MAX and PRODUCT are counted as the algorithm's traffic for that collective. Copy-only calls (broadcast,
-scatter, gather, all-to-all, send/recv) use :mod:`ringemu.algorithms.direct`'s patterns.
+Reductions: :mod:`ringemu.torch.reduce_ops` (SUM in the algorithm's order, AVG, PREMUL_SUM, MIN, MAX, PRODUCT,
+BAND, BOR, BXOR). Copy-only calls (broadcast, scatter, gather, all-to-all, send/recv) use
+:mod:`ringemu.algorithms.direct`'s patterns. ``barrier()`` is counted as NCCL sends it: a one-element fp32
+all-reduce by the group's algorithm (torch 2.x ``ProcessGroupNCCL::barrier`` all-reduces a one-element tensor),
+recorded under the label ``barrier:<caller>``.
+
+Collectives must be called on the rank's own thread (the one that created the group); any other thread gets a
+RuntimeError saying so.
 """
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Callable
 
 import numpy as np
@@ -27,11 +32,13 @@ from torch._C._distributed_c10d import (AllgatherOptions, AllreduceCoalescedOpti
 from torch.futures import Future
 
 from .. import collectives
-from ..layout import ChunkLayout
-from ..virtual import VirtualBuffer
-from .copies import all_to_all_execute, broadcast_execute, gather_execute, scatter_execute
-from .meeting import Request
 from ..torch_tensors import as_flat_numpy, check_tensor
+from .copies import (all_gather_execute, all_to_all_execute, broadcast_execute, gather_execute, scatter_execute,
+                     split_sizes)
+from ..layout import ChunkLayout
+from .counting import record
+from .meeting import Request
+from .reduce_ops import op_of, reduce_one
 
 __all__ = ["RingemuProcessGroup"]
 
@@ -57,20 +64,14 @@ def _caller_module() -> str:
     return "?"
 
 
-def _reduce_kind(op) -> str:
-    for name in ("SUM", "AVG", "MIN", "MAX", "PRODUCT"):
-        if op == getattr(ReduceOp, name):
-            return name
-    raise NotImplementedError(f"reduce op {op} is not supported by the ringemu backend "
-                              f"(supported: SUM, AVG, MIN, MAX, PRODUCT)")
-
-
 class RingemuProcessGroup(dist.ProcessGroup):
     """Rank ``rank`` of a group of ``world_size`` thread-ranks; ``world`` is the spawn's shared state."""
 
     def __init__(self, rank: int, world_size: int, world):
         super().__init__(rank, world_size)
         self._rank, self._size, self._world = rank, world_size, world
+        self._thread = threading.current_thread()  # c10d creates a group on each rank's own thread
+        self._met = None  # (meeting, ledger), looked up on the first call (c10d names the group after creating it)
 
     def getBackendName(self) -> str:
         return "ringemu"
@@ -87,18 +88,31 @@ class RingemuProcessGroup(dist.ProcessGroup):
         return dist.distributed_c10d._world.pg_names[self]
 
     # -- the meeting ------------------------------------------------------------------------------------------
+    def _check_thread(self, call: str) -> None:
+        here = threading.current_thread()
+        if here is not self._thread:
+            raise RuntimeError(f"{call} called on thread {here.name!r}, which is not a rank of this ringemu group: "
+                               f"rank {self._rank}'s collectives run on its own thread {self._thread.name!r} (the "
+                               f"one spawn started for it); call them from fn(rank), not from other threads")
+
+    def _meeting(self, call: str):
+        self._check_thread(call)
+        if self._met is None:
+            self._met = self._world.group(self._group_key(), self._size, dist.get_process_group_ranks(self))
+        return self._met
+
     def _join(self, call: str, signature: tuple, payload, execute: Callable[[list], None], result=None):
-        meeting, ledger = self._world.group(self._group_key(), self._size)
+        meeting, ledger = self._meeting(call)
         label = f"{call}:{_caller_module()}"
         if torch._C._current_graph_task_id() != -1:  # called from inside a backward pass
             label += " (backward)"
         meeting.call(self._rank, Request(call, signature, label, payload), lambda reqs: execute(reqs, ledger, label))
         return _done_work(result)
 
-    def _reduction(self, call: str, collective: str, tensors_of: Callable, op) -> Callable:
+    def _reduction(self, call: str, collective: str, tensors_of: Callable, op, dtype) -> Callable:
         """Run reduce-scatter or all-reduce of every rank's tensors; ``tensors_of(request)`` -> (inputs, outputs)
         as lists of flat numpy arrays, the i-th of every rank forming one collective."""
-        kind = _reduce_kind(op)
+        kind, factor = op_of(op, call, dtype)
         algorithm, mode = self._world.algorithm, self._world.mode
 
         def execute(requests, ledger, label):
@@ -106,15 +120,17 @@ class RingemuProcessGroup(dist.ProcessGroup):
             for i in range(len(pairs[0][0])):
                 rows = [p[0][i] for p in pairs]
                 outs = [p[1][i] for p in pairs]
-                _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode, lambda shape, dtype: self._world.scratch(self._group_key(), shape, dtype))
+                reduce_one(collective, kind, factor, rows, outs, ledger, label, algorithm, mode,
+                           lambda shape, dt: self._world.scratch(self._group_key(), shape, dt), self._world.schedule)
         return execute
 
     # -- reductions -------------------------------------------------------------------------------------------
     def allreduce(self, tensors, opts=AllreduceOptions()):
         tensors = [check_tensor(t, "all_reduce") for t in tensors]
-        sig = (tuple((tuple(t.shape), t.dtype) for t in tensors), _reduce_kind(opts.reduceOp))
         views = [as_flat_numpy(t) for t in tensors]
-        run = self._reduction("all_reduce", "all-reduce", lambda r: (r.payload, r.payload), opts.reduceOp)
+        sig = (tuple((tuple(t.shape), t.dtype) for t in tensors), _op_signature(opts.reduceOp, "all_reduce", views))
+        run = self._reduction("all_reduce", "all-reduce", lambda r: (r.payload, r.payload), opts.reduceOp,
+                              views[0].dtype if views else np.float32)
         return self._join("all_reduce", sig, views, run, result=tensors)
 
     def allreduce_coalesced(self, tensors, opts=AllreduceCoalescedOptions()):
@@ -125,10 +141,11 @@ class RingemuProcessGroup(dist.ProcessGroup):
         if input.numel() != output.numel() * self._size or input.dtype != output.dtype:
             raise ValueError(f"reduce_scatter: input must hold world_size x output elements of one dtype; got "
                              f"{input.numel()} {input.dtype} and {output.numel()} {output.dtype}")
-        sig = (input.numel(), input.dtype, _reduce_kind(opts.reduceOp))
+        views = (as_flat_numpy(input), as_flat_numpy(output))
+        sig = (input.numel(), input.dtype, _op_signature(opts.reduceOp, "reduce_scatter", views[:1]))
         run = self._reduction("reduce_scatter", "reduce-scatter", lambda r: ([r.payload[0]], [r.payload[1]]),
-                              opts.reduceOp)
-        return self._join("reduce_scatter", sig, (as_flat_numpy(input), as_flat_numpy(output)), run)
+                              opts.reduceOp, views[0].dtype)
+        return self._join("reduce_scatter", sig, views, run)
 
     def reduce_scatter(self, outputs, input_lists, opts=ReduceScatterOptions()):
         works = [self.reduce_scatter_single(out, torch.cat([t.reshape(-1) for t in parts]), opts)
@@ -146,13 +163,9 @@ class RingemuProcessGroup(dist.ProcessGroup):
             raise ValueError(f"all_gather: output must hold world_size x input elements of one dtype; got "
                              f"{output.numel()} {output.dtype} and {input.numel()} {input.dtype}")
         mode, algorithm = self._world.mode, self._world.algorithm
-
-        def execute(requests, ledger, label):
-            shards = [r.payload[0] for r in requests]
-            gathered = collectives.all_gather(shards, ledger=ledger, label=label, mode=mode,
-                                              algorithm=algorithm)
-            for r, req in zip(range(len(requests)), requests):
-                np.copyto(req.payload[1], gathered[r])
+        execute = all_gather_execute(algorithm, mode, lambda shards, ledger, label: collectives.all_gather(
+            shards, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
+            schedule=self._world.schedule("all-gather", len(shards))))
         return self._join("all_gather", (input.numel(), input.dtype), (as_flat_numpy(input), as_flat_numpy(output)),
                           execute)
 
@@ -197,33 +210,31 @@ class RingemuProcessGroup(dist.ProcessGroup):
     def alltoall(self, outputs, inputs, opts=AllToAllOptions()):
         outs = [check_tensor(t, "all_to_all") for t in outputs]
         ins = [check_tensor(t, "all_to_all") for t in inputs]
-        if len(outs) != self._size or len(ins) != self._size or any(
-                t.shape != ins[0].shape or t.dtype != ins[0].dtype for t in outs + ins):
-            raise NotImplementedError("all_to_all: the ringemu backend moves equal pieces of one shape and dtype")
-        sig = (tuple(ins[0].shape), ins[0].dtype)
+        if len(outs) != self._size or len(ins) != self._size or any(t.dtype != ins[0].dtype for t in outs + ins):
+            raise ValueError(f"all_to_all: pass {self._size} output and {self._size} input tensors of one dtype; "
+                             f"got {len(outs)} and {len(ins)} of dtypes {sorted({str(t.dtype) for t in outs + ins})}")
         payload = ([as_flat_numpy(t) for t in outs], [as_flat_numpy(t) for t in ins])
-        return self._join("all_to_all", sig, payload, all_to_all_execute())
+        return self._join("all_to_all", (ins[0].dtype,), payload, all_to_all_execute())
 
     def all_to_all_single(self, output, input, output_splits, input_splits, opts=AllToAllOptions()):
         output, input = check_tensor(output, "all_to_all_single"), check_tensor(input, "all_to_all_single")
-        if output_splits or input_splits:
-            even = [input.shape[0] // self._size] * self._size
-            if list(output_splits or even) != even or list(input_splits or even) != even:
-                raise NotImplementedError("all_to_all_single: uneven splits are not supported by the ringemu "
-                                          "backend (equal pieces only)")
-        if input.numel() % self._size or output.shape != input.shape:
-            raise NotImplementedError("all_to_all_single: the ringemu backend needs equal input and output shapes "
-                                      "divisible into world_size pieces")
-        return self.alltoall(list(output.chunk(self._size)), list(input.chunk(self._size)), opts)
+        if output.shape[1:] != input.shape[1:] or output.dim() == 0:
+            raise ValueError(f"all_to_all_single: input and output must agree beyond dim 0; got shapes "
+                             f"{tuple(input.shape)} and {tuple(output.shape)}")
+        sends = split_sizes(input_splits, input.shape[0], self._size, "input_split_sizes")
+        takes = split_sizes(output_splits, output.shape[0], self._size, "output_split_sizes")
+        return self.alltoall(list(output.split(takes)), list(input.split(sends)), opts)
 
     def send(self, tensors, dst: int, tag: int = 0):
         tensor = check_tensor(tensors[0], "send")
+        self._meeting("send")  # the thread check, and the group known by its ranks before its mailbox
         self._world.mailbox(self._group_key(), self._size).send(self._rank, dst, tag, as_flat_numpy(tensor).copy(),
                                                                  f"send:{_caller_module()}")
         return _done_work(tensors)
 
     def recv(self, tensors, src: int, tag: int = 0):
         tensor = check_tensor(tensors[0], "recv")
+        self._meeting("recv")
         data = self._world.mailbox(self._group_key(), self._size).recv(src, self._rank, tag)
         if data.size != tensor.numel() or data.dtype != as_flat_numpy(tensor).dtype:
             raise ValueError(f"recv: rank {src} sent {data.size} {data.dtype} elements; this rank expects "
@@ -232,7 +243,11 @@ class RingemuProcessGroup(dist.ProcessGroup):
         return _done_work(tensors)
 
     def barrier(self, opts=BarrierOptions()):
-        return self._join("barrier", (), None, lambda requests, ledger, label: None)
+        schedule = self._world.schedule("all-reduce", self._size)
+
+        def execute(requests, ledger, label):  # nothing to move; the bytes NCCL's one-element all-reduce sends
+            record(ledger, schedule, ChunkLayout(1, schedule.n_chunks, self._size), np.float32, label)
+        return self._join("barrier", (), None, execute)
 
     def reduce(self, tensors, opts=None):
         raise NotImplementedError("torch.distributed.reduce is not supported by the ringemu backend "
@@ -249,43 +264,6 @@ def _same(piece: torch.Tensor, like: torch.Tensor, call: str) -> torch.Tensor:
     return piece
 
 
-def _reduce_one(collective, kind, rows, outs, ledger, label, algorithm, mode, scratch) -> None:
-    """One reduce-scatter or all-reduce over the ranks' flat inputs ``rows``; rank r's result into ``outs[r]``.
-    ``scratch(shape, dtype)`` lends a reusable (N, S) world for all-reduce, so that repeated calls (DDP's buckets)
-    do not pay for fresh memory."""
-    n = len(rows)
-    if kind in ("SUM", "AVG"):
-        if collective == "all-reduce":
-            result = collectives.all_reduce(rows, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
-                                            out=scratch((n, rows[0].size), rows[0].dtype))
-        else:
-            result = collectives.reduce_scatter(rows, ledger=ledger, label=label, mode=mode, algorithm=algorithm)
-        for r in range(n):
-            np.copyto(outs[r], result[r])
-        if kind == "AVG":
-            if outs[0].dtype.kind not in "f" and str(outs[0].dtype) != "bfloat16":
-                raise NotImplementedError("AVG of integer tensors is not supported; use SUM and divide")
-            for out in outs:
-                np.copyto(out, (out.astype(np.float64) / n).astype(out.dtype) if out.dtype.itemsize == 8
-                          else (out.astype(np.float32) / np.float32(n)).astype(out.dtype))
-        return
-    world = np.stack(rows)
-    if kind == "MIN":
-        total = np.min(world, axis=0)
-    elif kind == "MAX":
-        total = np.max(world, axis=0)
-    else:  # PRODUCT in rank order; 16-bit floats multiply in fp32 and round per rank, as per hop on a wire
-        wide = np.float32 if world.dtype.itemsize == 2 else world.dtype
-        total = world[0]
-        for row in world[1:]:
-            total = (total.astype(wide) * row.astype(wide)).astype(world.dtype)
-    # the traffic is the algorithm's for this collective, counted on size-only buffers
-    run = collectives.all_reduce if collective == "all-reduce" else collectives.reduce_scatter
-    run(VirtualBuffer((n, world.shape[1]), world.dtype), ledger=ledger, label=label, algorithm=algorithm)
-    if collective == "all-reduce":
-        for out in outs:
-            np.copyto(out, total)
-    else:
-        layout = ChunkLayout(world.shape[1], n)
-        for r, out in enumerate(outs):
-            np.copyto(out, total[layout.start(r):layout.start(r) + layout.payload(r)])
+def _op_signature(op, call: str, views) -> tuple:
+    """What every rank must agree on about a reduce op: its name and PREMUL_SUM's factor."""
+    return op_of(op, call, views[0].dtype if views else np.dtype(np.float32))

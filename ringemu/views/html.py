@@ -16,10 +16,10 @@ import re
 from html.parser import HTMLParser
 from importlib import resources
 
-from .labels import LABELS, check_lang
+from .labels import ALGORITHM_SUMMARIES_ZH, LABELS, check_lang
 
 __all__ = ["page_html", "stepper_fragment", "external_urls", "embedded_json", "provenance_palette",
-           "MAX_PAGE_BYTES"]
+           "contrast_ratio", "MAX_PAGE_BYTES"]
 
 MAX_PAGE_BYTES = 4_000_000  # the default lesson page stays well below this (tests check it)
 _SCHEME = re.compile(r"(?i)\b(?:https?|ftp|wss?|file):")
@@ -44,68 +44,110 @@ def provenance_palette(n_ranks: int) -> list[dict]:
     out = []
     for k in range(n_ranks + 1):
         t = k / n_ranks if n_ranks else 1.0
-        rgb = [round(a + (b - a) * t) for a, b in zip(light, dark)]
-        out.append({"bg": "#%02x%02x%02x" % tuple(rgb), "fg": "#ffffff" if t > 0.55 else "#111111"})
+        rgb = tuple(round(a + (b - a) * t) for a, b in zip(light, dark))
+        fg = max(((0xFF, 0xFF, 0xFF), (0x11, 0x11, 0x11)), key=lambda c: contrast_ratio(c, rgb))  # the more legible
+        out.append({"bg": "#%02x%02x%02x" % rgb, "fg": "#%02x%02x%02x" % fg})
     return out
 
 
+def _luminance(rgb) -> float:
+    """WCAG 2.1 relative luminance of an sRGB colour (0–255 per channel)."""
+    lin = [(c / 255) / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast_ratio(a, b) -> float:
+    """WCAG 2.1 contrast ratio of two sRGB colours, 1 … 21 (4.5 is the AA level for body text)."""
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+# Every block of a panel is a ``data-box``: boxes sit side by side or wrap, never on top of each other; what may
+# be wider than a phone (the charts, the ranks × chunks grid) scrolls inside its own box (``scroll``).
 _MEMORY = """
 <section class="panel" aria-labelledby="mem-h">
  <h2 id="mem-h" data-i18n="mem_title"></h2>
- <div class="row" data-role="presets" role="group"></div>
- <p class="small" data-role="preset-note"></p>
- <div class="row">
+ <div class="row" data-box="presets" data-role="presets" role="group"></div>
+ <p class="small" data-box="note" data-role="preset-note"></p>
+ <div class="row" data-box="controls">
   <button type="button" data-role="next-stage" data-i18n="next_stage"></button>
   <span><span data-i18n="stage_now"></span>: <strong data-role="stage-now"></strong></span>
   <label><span data-i18n="ranks_n"></span> <select data-role="n-select" id="n-select"></select></label>
   <label><span data-i18n="recompute"></span> <select data-role="rc-select" id="rc-select"></select></label>
+  <label><span data-i18n="view"></span> <select data-role="view-select" id="view-select"></select></label>
  </div>
- <div class="legend" data-role="legend"></div>
+ <div class="legend" data-box="legend" data-role="legend"></div>
  <div class="flex">
-  <svg data-role="mem-svg" id="mem-svg" width="690" height="330" viewBox="0 0 690 330" role="img"
-       aria-labelledby="mem-h"></svg>
-  <div><table class="counters" data-role="mem-table"></table>
-   <h3 data-i18n="first_fits_title"></h3><ul data-role="first-fits"></ul></div>
+  <div class="scroll" data-box="mem-chart"><svg data-role="mem-svg" id="mem-svg" role="img" aria-labelledby="mem-h"></svg></div>
+  <div class="scroll" data-box="mem-table"><table class="counters" data-role="mem-table"></table></div>
+  <div data-box="first-fits"><h3 data-i18n="first_fits_title"></h3><ul data-role="first-fits"></ul></div>
+  <div data-box="headroom" data-role="headroom"></div>
  </div>
 </section>
 <section class="panel" aria-labelledby="formula-h">
  <h2 id="formula-h" data-i18n="formula_title"></h2>
- <div class="terms row" data-role="terms" role="group"></div>
- <div class="detail" data-role="term-detail" aria-live="polite"></div>
+ <div class="terms row" data-box="terms" data-role="terms" role="group"></div>
+ <div class="detail" data-box="term-detail" data-role="term-detail" aria-live="polite"></div>
 </section>
 """
 
 _STEPPER = """
 <section class="panel" aria-labelledby="ring-h">
  <h2 id="ring-h" data-i18n="ring_title"></h2>
- <div class="row">
+ <div class="row" data-box="stepper-controls">
   <label><span data-i18n="algorithm"></span> <select data-role="alg-select"></select></label>
   <button type="button" data-role="prev" data-i18n="prev"></button>
   <input type="range" min="0" max="1" step="1" value="0" data-role="slider" aria-label="step">
   <button type="button" data-role="next" data-i18n="next"></button>
+  <button type="button" data-role="play" aria-pressed="false" data-i18n="play"></button>
+  <label><span data-i18n="speed"></span> <select data-role="speed"><option value="0.5">0.5×</option>
+   <option value="1" selected>1×</option><option value="2">2×</option></select></label>
   <span data-role="step-text" aria-live="polite"></span> <span data-role="phase" class="phase"></span>
  </div>
- <p class="small" data-role="alg-summary"></p>
- <p class="small" data-i18n="keys"></p>
+ <div data-box="stepper-notes"><p class="small" data-role="alg-summary"></p><p class="small" data-role="input-note"></p>
+  <p class="small" data-i18n="keys"></p><p class="small" data-role="motion-note"></p></div>
  <div class="flex">
-  <svg data-role="ring-svg" width="220" height="220" viewBox="0 0 220 220" role="img" aria-label="ring"></svg>
-  <div><table class="grid" data-role="grid">{grid}</table><p class="small" data-i18n="legend_prov"></p></div>
-  <div><h3 data-i18n="per_rank_counters"></h3><table class="counters" data-role="rank-counters"></table></div>
-  <div><h3 data-i18n="per_link_counters"></h3><table class="counters" data-role="link-counters"></table>
-   <p data-role="ledger-total"></p></div>
+  <div data-box="ring"><svg data-role="ring-svg" width="240" height="240" viewBox="0 0 220 220" role="img"
+       aria-label="ring"></svg></div>
+  <div class="scroll grow" data-box="grid"><table class="grid" data-role="grid">{grid}</table></div>
  </div>
- <p data-role="final" aria-live="polite"></p>
- <div class="row"><label><span data-i18n="predict"></span>
-  <input data-role="predict-input" inputmode="numeric" size="12"></label>
-  <button type="button" data-role="predict-check" data-i18n="check"></button> <span data-role="predict-out"></span></div>
+ <p class="small" data-box="legend-prov" data-i18n="legend_prov"></p>
+ <div class="flex">
+  <div class="scroll" data-box="rank-counters"><h3 data-i18n="per_rank_counters"></h3>
+   <table class="counters" data-role="rank-counters"></table></div>
+  <div class="scroll" data-box="link-counters"><h3 data-i18n="per_link_counters"></h3>
+   <table class="counters" data-role="link-counters"></table><p data-role="ledger-total"></p></div>
+ </div>
+ <p data-box="final" data-role="final" aria-live="polite"></p>
+ <div class="row" data-box="predict"><label><span data-i18n="predict"></span>
+  <input data-role="predict-input" size="12"></label>
+  <button type="button" data-role="predict-check" data-i18n="check"></button> <span data-role="predict-out" aria-live="polite"></span></div>
 </section>
 """
 
 _STRIP = """
 <section class="panel" aria-labelledby="strip-h">
  <h2 id="strip-h" data-i18n="strip_title"></h2>
- <p class="small" data-role="strip-note"></p>
- <div data-role="strip"></div>
+ <p class="small" data-box="strip-note" data-role="strip-note"></p>
+ <div data-box="strip" data-role="strip"></div>
+</section>
+"""
+
+_TRADEOFF = """
+<section class="panel" aria-labelledby="trade-h">
+ <h2 id="trade-h" data-i18n="tradeoff_title"></h2>
+ <p class="small" data-box="trade-note" data-role="trade-note"></p>
+ <div class="flex">
+  <div class="scroll" data-box="trade-chart"><svg data-role="trade-svg" role="img" aria-labelledby="trade-h"></svg></div>
+  <div data-box="trade-side"><ul data-role="crossovers"></ul><p class="detail" data-role="trade-detail" aria-live="polite"></p></div>
+ </div>
+</section>
+"""
+
+_EXERCISES = """
+<section class="panel" aria-labelledby="ex-h">
+ <h2 id="ex-h" data-i18n="ex_title"></h2>
+ <ol data-box="exercises" data-role="exercises"></ol>
 </section>
 """
 
@@ -135,60 +177,76 @@ def _stepper_section(stepper_panel: dict, lang: str) -> str:
     return _STEPPER.replace("{grid}", _grid_rows(first, stepper_panel["palette"], lang))
 
 
+def _labels() -> dict:
+    return dict(LABELS, alg_zh=ALGORITHM_SUMMARIES_ZH)
+
+
+# the page's own frame; lesson.css styles only what sits inside ``.ringemu`` (a notebook keeps its own look)
+_PAGE_CSS = "body { margin: 0; background: #fff; }\n"
+
+
 def page_html(data: dict, lang: str = "en") -> str:
     """The whole page for ``data`` (JSON-ready; panels for its ``memory``, ``stepper`` and ``comm`` keys)."""
     lang = check_lang(lang)
-    data = dict(data, lang=lang, labels=LABELS)
+    data = dict(data, lang=lang, labels=_labels())
     data_id = "ringemu-data"
     body = "".join(part() for key, part in (("memory", lambda: _MEMORY),
                                             ("stepper", lambda: _stepper_section(data["stepper"], lang)),
-                                            ("comm", lambda: _STRIP)) if data.get(key))
+                                            ("comm", lambda: _STRIP), ("tradeoff", lambda: _TRADEOFF),
+                                            ("exercises", lambda: _EXERCISES)) if data.get(key))
     title = html.escape(LABELS[lang]["title"])
     return (f'<!DOCTYPE html>\n<html lang="{"zh-CN" if lang == "zh" else "en"}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{title}</title>\n'
-            f"<style>\n{_asset('lesson.css')}</style>\n</head>\n<body>\n"
-            f'<main data-ringemu-page="{data_id}">\n'
+            f"<style>\n{_PAGE_CSS}{_asset('lesson.css')}</style>\n</head>\n<body>\n"
+            f'<main class="ringemu" data-ringemu-page="{data_id}">\n'
             f'<div class="row"><h1 data-i18n="title"></h1>'
-            f'<button type="button" data-role="lang" style="margin-left:auto"></button></div>\n'
+            f'<button type="button" data-role="lang" lang="zh-CN" style="margin-left:auto"></button></div>\n'
             f'<p class="sub" data-i18n="subtitle"></p>\n{body}</main>\n'
             f"{_json_script(data, data_id)}\n<script>\n{_asset('lesson.js')}</script>\n</body>\n</html>\n")
 
 
-def _static_final_svg(stepper: dict) -> str:
-    """The final state of a traced collective as a static SVG grid (values and provenance as text)."""
+def _static_final_svg(stepper: dict, lang: str) -> str:
+    """The final state of a traced collective as a static SVG grid (values and provenance as text). Colours are
+    inline ``style`` (a stylesheet of the host cannot override them) and each cell's text colour is the palette's
+    own for that background (contrast ≥ 4.5:1, checked by the tests); text is 12–13 px."""
+    words = LABELS[lang]
     last = stepper["steps"][-1]
     n, chunks = stepper["n_ranks"], stepper["n_chunks"]
-    w, h = 92, 34
+    w, h, left = 96, 38, 64
     palette = provenance_palette(n)
-    parts = [f'<svg width="{60 + w * chunks}" height="{24 + h * n}" viewBox="0 0 {60 + w * chunks} {24 + h * n}" '
-             f'role="img" aria-label="final state">']
+    parts = [f'<svg class="static" width="{left + w * chunks}" height="{24 + h * n}" '
+             f'viewBox="0 0 {left + w * chunks} {24 + h * n}" role="img" aria-label="{html.escape(words["final_static"])}">']
     for c in range(chunks):
-        parts.append(f'<text x="{60 + w * c + 4}" y="16" font-size="11">chunk {c}</text>')
+        parts.append(f'<text x="{left + w * c + 4}" y="16" style="font-size:13px;fill:#111">'
+                     f'{html.escape(words["chunk"])} {c}</text>')
     for r, row in enumerate(last["cells"]):
-        parts.append(f'<text x="4" y="{24 + h * r + 20}" font-size="11">rank {r}</text>')
+        parts.append(f'<text x="4" y="{24 + h * r + 22}" style="font-size:13px;fill:#111">'
+                     f'{html.escape(words["rank"])} {r}</text>')
         for c, cell in enumerate(row):
             colour = palette[cell["count"]]
-            x, y = 60 + w * c, 24 + h * r
-            parts.append(f'<rect x="{x}" y="{y}" width="{w - 2}" height="{h - 2}" fill="{colour["bg"]}" stroke="#555"/>'
-                         f'<text x="{x + 4}" y="{y + 13}" font-size="11" fill="{colour["fg"]}">'
+            x, y = left + w * c, 24 + h * r
+            parts.append(f'<rect x="{x}" y="{y}" width="{w - 2}" height="{h - 2}" style="fill:{colour["bg"]};stroke:#555"/>'
+                         f'<text x="{x + 4}" y="{y + 15}" style="font-size:13px;fill:{colour["fg"]}">'
                          f'{html.escape(cell["value_text"] or "·")}</text>'
-                         f'<text x="{x + 4}" y="{y + 27}" font-size="9" fill="{colour["fg"]}">'
+                         f'<text x="{x + 4}" y="{y + 31}" style="font-size:12px;fill:{colour["fg"]}">'
                          f'{html.escape(cell["prov_text"])}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
 def stepper_fragment(stepper: dict, lang: str = "en") -> str:
-    """A notebook cell's HTML: the interactive stepper (when scripts run) and a static SVG of the final state."""
+    """A notebook cell's HTML: the interactive stepper (when scripts run) and a static SVG of the final state.
+    Its stylesheet reaches only elements inside its own ``.ringemu`` box, so the notebook around it keeps its look."""
     lang = check_lang(lang)
     key = stepper.get("key") or "trace"
     panel = {"default": key, "algorithms": {key: stepper}, "palette": provenance_palette(stepper["n_ranks"])}
-    data = {"lang": lang, "labels": LABELS, "stepper": panel}
+    data = {"lang": lang, "labels": _labels(), "stepper": panel}
     digest = hashlib.sha256(json.dumps(panel, sort_keys=True).encode()).hexdigest()[:12]
     data_id = f"ringemu-data-{digest}"  # the same trace gives the same id, so the same data
-    return (f"<div><style>{_asset('lesson.css')}</style>"
+    return (f'<div class="ringemu"><style>{_asset("lesson.css")}</style>'
             f'<div data-ringemu-page="{data_id}">{_stepper_section(panel, lang)}</div>'
-            f"<details open><summary>final state (static)</summary>{_static_final_svg(stepper)}</details>"
+            f'<details open><summary>{html.escape(LABELS[lang]["final_static"])}</summary>'
+            f'<div class="scroll">{_static_final_svg(stepper, lang)}</div></details>'
             f"{_json_script(data, data_id)}<script>{_asset('lesson.js')}</script></div>")
 
 

@@ -109,7 +109,8 @@ def stepper_data(trace: "Trace", ledger: CommLedger, *, collective: str | None =
                                                                   totals["links"]):
         raise AssertionError("step-by-step counters do not add up to the whole run's ledger")
     out = {
-        "key": f"{collective}-{algorithm_name}".replace(" ", "_"), "schedule": sched.name, "collective": collective, "algorithm": algorithm_name, "n_ranks": n,
+        "key": (f"{collective}-{algorithm_name}" if collective and algorithm_name else sched.name).replace(" ", "_"),
+        "label": algorithm_name or sched.name, "schedule": sched.name, "collective": collective, "algorithm": algorithm_name, "n_ranks": n,
         "n_chunks": lay.n_chunks, "chunk_size": lay.chunk_size, "numel": lay.numel, "dtype": str(trace.dtype),
         "n_steps": sched.n_steps, "itemsize": ledger.records[0].itemsize,
         "positions": [list(p) for p in pos], "links": [list(k) for k in links], "steps": steps, "totals": totals,

@@ -27,7 +27,7 @@ NATIVE = "native"  # a real engine's own collectives (the torch backend); every 
 
 def communicator_algorithms() -> tuple[str, ...]:
     """The registry's algorithm names that a Communicator can run: those built for all three collectives, in
-    catalog order."""
+    catalog order, each for any buffer (an engine order cut for one buffer length is run by the collectives)."""
     return tuple(a for a in algorithms.names()
                  if all((c, a) in algorithms.REGISTRY and not algorithms.REGISTRY[(c, a)].sized
                         for c in algorithms.COLLECTIVES))  # engine orders, cut per buffer: call the collectives

@@ -24,11 +24,12 @@ from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
 from ..checks import check_n_ranks, check_timeout
 from ..execute import MODES
 from ..faults.plan import as_plan
-from ..faults.spec import CollectiveFault
+from ..faults.spec import CollectiveFault, FaultSpecError
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..virtual import VirtualBuffer, is_virtual
 from .base import RankFailure, check_algorithm, check_call
+from .groups import execute_group, group_layout, group_schedule, lift, virtual_result
 from .scheduling import SCHEDULERS, new_rendezvous
 from .size_only import ScheduleCache, collective_of, count_collective
 
@@ -45,9 +46,10 @@ class _Request(NamedTuple):
     dtype: Any  # a numpy dtype (compared by value)
     buffer: Any
     algorithm: str = ""
+    group: Any = None  # a ringemu.worlds.groups.Partition for a sub-group call, else None
 
     def key(self):
-        return (self.op, self.label, self.numel, self.dtype, self.algorithm)
+        return (self.op, self.label, self.numel, self.dtype, self.algorithm, self.group)
 
 
 class EmulatorCommunicator:
@@ -69,6 +71,12 @@ class EmulatorCommunicator:
     def _call(self, op: str, buffer, numel: int | None, label: str, algorithm: str | None = None):
         numel, algorithm = check_call(self, op, buffer, numel, label, algorithm)
         request = _Request(op, label, numel, buffer.dtype, buffer, algorithm)
+        return self.world._rendezvous.exchange(self.rank, request, self.world._execute)
+
+    def _group_call(self, op: str, buffer, numel: int | None, label: str, partition):
+        """A collective of this rank's group of ``partition`` (:mod:`ringemu.worlds.groups`)."""
+        numel = buffer.shape[0] if numel is None else numel
+        request = _Request(op, label, numel, buffer.dtype, buffer, "ring", partition)
         return self.world._rendezvous.exchange(self.rank, request, self.world._execute)
 
     def reduce_scatter(self, buffer, label: str = "reduce_scatter", algorithm: str | None = None):
@@ -116,8 +124,11 @@ class EmulatedWorld:
         self.timeout = check_timeout(timeout, allow_none=True)
         self.scheduler = scheduler
         self.faults = as_plan(faults)
+        if self.faults is not None:
+            self.faults.check_world(self.n_ranks)  # ranks and N = 1 refused before any rank starts
         # size-only calls share one schedule per (collective, algorithm)
         self.schedules = ScheduleCache(self.n_ranks, self.ranks_per_node)
+        self._lifted: dict = {}  # sub-group schedules lifted to the world, built once (ringemu.worlds.groups)
         self._rendezvous = new_rendezvous(scheduler, self.n_ranks, self.timeout)
 
     def communicators(self) -> list[EmulatorCommunicator]:
@@ -143,7 +154,7 @@ class EmulatedWorld:
         outcome = self._rendezvous.run(body, self._execute)
         if outcome.errors:
             rank, exc = min(outcome.errors, key=lambda e: e[0])
-            if isinstance(exc, RankFailure):
+            if isinstance(exc, (RankFailure, FaultSpecError)):  # a fault the run lacks is bad input: as it is
                 raise exc
             if isinstance(exc, CollectiveFault):  # every rank saw it: name the fault, not rank 0
                 raise RankFailure(str(exc)) from exc
@@ -164,6 +175,8 @@ class EmulatedWorld:
             raise RankFailure(f"ranks made different collective calls: {asked}")
         if first.op == "exit":
             return [None] * self.n_ranks
+        if first.group is not None:
+            return self._execute_group(first, [r.buffer for r in requests])
         buffers = [r.buffer for r in requests]
         virtual = any(is_virtual(b) for b in buffers)
         if virtual and not all(is_virtual(b) for b in buffers):
@@ -192,7 +205,7 @@ class EmulatedWorld:
                 layout = ChunkLayout(numel, n)
                 return [VirtualBuffer((layout.payload(r),), dtype) for r in range(n)]
             return [VirtualBuffer((numel,), dtype)] * n
-        opts["schedule"] = self.schedules.get(first.op, first.algorithm)  # one per world: prepared once
+        opts["schedule"] = self.schedules.get(first.op, first.algorithm, numel, dtype.itemsize)  # prepared once
         if self.faults is not None:
             opts["faults"] = self.faults
         if first.op == "all_gather":
@@ -200,3 +213,31 @@ class EmulatedWorld:
         if first.op == "reduce_scatter":
             return collectives.reduce_scatter(buffers, **opts)
         return list(collectives.all_reduce(buffers, **opts))
+
+    def _execute_group(self, first: _Request, buffers: list) -> list[Any]:
+        """One sub-group call of every rank (:mod:`ringemu.worlds.groups`): each group runs its ring on its own
+        ranks; the ledger records the lifted N-rank schedule once."""
+        partition, op, numel = first.group, first.op, first.numel
+        if self.faults is not None:
+            raise RankFailure(f"{first.label}: faults are not injected into sub-group collectives")
+        virtual = [is_virtual(b) for b in buffers]
+        if any(virtual) and not all(virtual):
+            raise RankFailure(f"{first.label}: some ranks passed size-only buffers and some real arrays")
+        k = partition.group_size
+        if op == "all_gather":
+            for rank, b in enumerate(buffers):
+                want = ChunkLayout(numel, k).payload(partition.place(rank)[1])
+                if b.shape[0] != want:
+                    raise RankFailure(f"{first.label}: rank {rank} passed a shard of {b.shape[0]} elements; "
+                                      f"ChunkLayout({numel}, {k}) gives it {want}")
+        key = ("group", op, partition)
+        lifted = self._lifted.get(key)
+        if lifted is None:
+            group = group_schedule(op, k)
+            lifted = self._lifted[key] = (lift(group, partition), group)
+        if self.ledger is not None:
+            self.ledger.record(lifted[0], group_layout(op, numel, lifted[1], k), first.dtype, first.label,
+                               size_only=all(virtual))
+        if all(virtual):
+            return [virtual_result(op, b, numel, partition, r) for r, b in enumerate(buffers)]
+        return execute_group(op, partition, buffers, numel, self.mode)

@@ -16,13 +16,15 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from .. import algorithms
-from ..dtypes import dtype_name
+from ..dtypes import resolve_dtype, dtype_name
 from ..checks import check_n_ranks
 from ..layout import ChunkLayout
+from ..partition import layout_for
 from ..ledger import CommLedger
 from ..schedule import Schedule
-from ..virtual import VirtualBuffer
+from ..virtual import VirtualBuffer, is_virtual
 from .base import RankFailure, check_algorithm, check_call
+from .groups import group_layout, group_schedule, lift, virtual_result
 
 __all__ = ["SizeOnlyWorld", "SizeOnlyCommunicator", "ScheduleCache", "count_collective", "collective_of"]
 
@@ -43,14 +45,20 @@ class ScheduleCache:
     def __init__(self, n_ranks: int, ranks_per_node: int | None = None):
         self.n_ranks = check_n_ranks(n_ranks)
         self.ranks_per_node = ranks_per_node
-        self._built: dict[tuple[str, str], Schedule] = {}
+        self._built: dict[tuple, Schedule] = {}
 
-    def get(self, op: str, algorithm: str = algorithms.DEFAULT_ALGORITHM) -> Schedule:
-        key = (collective_of(op), algorithm)
+    def get(self, op: str, algorithm: str = algorithms.DEFAULT_ALGORITHM, numel: int | None = None,
+            itemsize: int | None = None) -> Schedule:
+        """The schedule of ``op`` by ``algorithm``; an engine order that cuts each buffer its own way is built (and
+        kept) per buffer length and element size."""
+        collective = collective_of(op)
+        sized = algorithms.algorithm(collective, algorithm).sized
+        key = (collective, algorithm) + ((numel, itemsize) if sized else ())
         schedule = self._built.get(key)
         if schedule is None:
-            schedule = self._built[key] = algorithms.build(key[0], self.n_ranks, algorithm,
-                                                           ranks_per_node=self.ranks_per_node)
+            schedule = self._built[key] = algorithms.build(collective, self.n_ranks, algorithm,
+                                                           ranks_per_node=self.ranks_per_node, numel=numel,
+                                                           itemsize=itemsize)
         return schedule
 
 
@@ -60,16 +68,17 @@ def count_collective(ledger: CommLedger | None, schedules: ScheduleCache, op: st
     :mod:`ringemu.collectives` records for a VirtualBuffer world, with the world's shared schedule)."""
     if ledger is None:
         return
-    schedule = schedules.get(op, algorithm)
-    ledger.record(schedule, ChunkLayout(numel, schedule.n_chunks, schedules.n_ranks), dtype, label, size_only=True)
+    schedule = schedules.get(op, algorithm, numel, resolve_dtype(dtype).itemsize)
+    ledger.record(schedule, layout_for(schedule, numel), dtype, label, size_only=True)
 
 
 _EXIT = ("exit", "", 0, "int32", "")  # how a rank that has returned is shown beside one that still calls
 
 
 def _describe(call: tuple) -> str:
-    op, label, numel, dtype, algorithm = call
-    return f"{op}({label!r}, numel={numel}, {dtype}, algorithm={algorithm!r})"
+    op, label, numel, dtype, algorithm = call[:5]
+    group = f", group={call[5].name}" if len(call) > 5 else ""
+    return f"{op}({label!r}, numel={numel}, {dtype}, algorithm={algorithm!r}{group})"
 
 
 def _mismatch(first: int, want: tuple, rank: int, got: tuple, index: int) -> RankFailure:
@@ -110,6 +119,23 @@ class SizeOnlyCommunicator:
             first, calls = self._expected
             raise _mismatch(first, calls[self._index], self.rank, _EXIT, self._index)
 
+    def _group_call(self, op: str, buffer, numel: int | None, label: str, partition):
+        """A collective of this rank's group of ``partition`` (:mod:`ringemu.worlds.groups`), size-only."""
+        if not is_virtual(buffer):
+            raise TypeError(f"rank {self.rank}: {op} in a size-only world needs a 1-D VirtualBuffer; got "
+                            f"{type(buffer).__name__}")
+        numel = buffer.shape[0] if numel is None else numel
+        call = (op, label, numel, dtype_name(buffer.dtype), "ring", partition)
+        if self._expected is None:
+            self.calls.append(call)
+        else:
+            first, calls = self._expected
+            want = calls[self._index] if self._index < len(calls) else _EXIT
+            if call != want:
+                raise _mismatch(first, want, self.rank, call, self._index)
+            self._index += 1
+        return virtual_result(op, buffer, numel, partition, self.rank)
+
     def reduce_scatter(self, buffer, label: str = "reduce_scatter", algorithm: str | None = None):
         """This rank's chunk of ``ChunkLayout(S, N)`` (its payload length), size-only."""
         numel = self._call("reduce_scatter", buffer, None, label, algorithm)
@@ -145,6 +171,7 @@ class SizeOnlyWorld:
         self.algorithm = check_algorithm(algorithm, self.n_ranks, self.ranks_per_node)
         self.ledger = ledger
         self.schedules = ScheduleCache(self.n_ranks, self.ranks_per_node)
+        self._lifted: dict = {}  # sub-group schedules lifted to the world (ringemu.worlds.groups)
 
     def communicators(self) -> list[SizeOnlyCommunicator]:
         return [SizeOnlyCommunicator(self, r) for r in range(self.n_ranks)]
@@ -176,6 +203,21 @@ class SizeOnlyWorld:
                 raise RankFailure(f"rank {rank} failed: {type(exc).__name__}: {exc}") from exc
             if expected is None:
                 expected = (rank, comm.calls)
-        for op, label, numel, dtype, algorithm in expected[1]:
-            count_collective(self.ledger, self.schedules, op, numel, dtype, label, algorithm)
+        for call in expected[1]:
+            if len(call) > 5:
+                self._count_group(*call)
+            else:
+                op, label, numel, dtype, algorithm = call
+                count_collective(self.ledger, self.schedules, op, numel, dtype, label, algorithm)
         return results
+
+    def _count_group(self, op, label, numel, dtype, algorithm, partition) -> None:
+        if self.ledger is None:
+            return
+        key = (op, partition)
+        if key not in self._lifted:
+            group = group_schedule(op, partition.group_size)
+            self._lifted[key] = (lift(group, partition), group)
+        lifted, group = self._lifted[key]
+        self.ledger.record(lifted, group_layout(op, numel, group, partition.group_size), dtype, label,
+                           size_only=True)

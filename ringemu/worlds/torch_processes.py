@@ -37,6 +37,7 @@ from ..checks import check_timeout
 from ..dtypes import resolve_dtype
 from ..faults.plan import as_plan
 from ..layout import ChunkLayout
+from ..partition import layout_for
 from ..ledger import CommLedger
 from ..reference import hop_add
 from ..schedule import ADD, COPY, Schedule
@@ -113,8 +114,9 @@ class TorchCommunicator:
         name = self.algorithm if algorithm is None else check_torch_algorithm(algorithm, self.n_ranks,
                                                                                self.ranks_per_node)
         modelled = algorithms.DEFAULT_ALGORITHM if name == NATIVE else name
-        schedule = algorithms.build(collective, self.n_ranks, modelled, ranks_per_node=self.ranks_per_node)
-        layout = ChunkLayout(numel, schedule.n_chunks, self.n_ranks)
+        schedule = algorithms.build(collective, self.n_ranks, modelled, ranks_per_node=self.ranks_per_node,
+                                    numel=numel, itemsize=resolve_dtype(dtype).itemsize)
+        layout = layout_for(schedule, numel)
         if self.ledger is not None:
             self.ledger.record(schedule, layout, dtype, label, size_only=size_only)
         return name, schedule, layout

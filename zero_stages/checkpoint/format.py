@@ -5,7 +5,9 @@ A checkpoint is one directory ``step-000006/`` (the number of steps taken) holdi
 16-bit bits as uint16), ``master``, ``m`` and ``v`` (fp32), the elements rank r owns under ZeRO's shard map
 ``ChunkLayout(S_u, N)``: chunk r of the unit, without padding. The metadata names the stage, N, the unit sizes,
 the layout, the 16-bit type, the run's seed and settings, Adam's step count, the loss scaler's state, and the
-SHA-256 and size of every rank file.
+SHA-256 and size of every rank file. Each rank file also holds ``header``: its own rank, N, the stage, the step
+and the SHA-256 of the run's metadata (everything but the checksum table), as UTF-8 JSON in a uint8 array, so a
+file moved to another rank, step or run is refused even when the checksum table is rewritten to match.
 
 Writes are atomic: every file is written to a temporary name, flushed and fsync'ed, then renamed; the step
 directory is assembled under a temporary name and renamed into place once every rank's file and the metadata
@@ -16,6 +18,7 @@ or incomplete checkpoint is refused with a :class:`CheckpointError` naming the f
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -26,12 +29,12 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["CheckpointError", "FORMAT", "VERSION", "STATES", "METADATA", "LATEST", "rank_file_name",
-           "step_dir_name", "atomic_write", "fsync_dir", "sha256", "verify_file", "read_metadata",
-           "read_rank_file", "state_key", "npz_bytes"]
+           "step_dir_name", "HEADER", "atomic_write", "fsync_dir", "sha256", "verify_file", "read_metadata",
+           "read_rank_file", "header_array", "state_key", "npz_bytes"]
 
-FORMAT, VERSION = "ringemu-zero-checkpoint", 1
+FORMAT, VERSION = "ringemu-zero-checkpoint", 2  # 2: a header in every rank file
 STATES = ("weights16", "master", "m", "v")  # per unit, per rank: the owned chunk of each
-METADATA, LATEST = "metadata.json", "latest"
+METADATA, LATEST, HEADER = "metadata.json", "latest", "header"  # HEADER: the rank file's own JSON
 
 
 class CheckpointError(ValueError):
@@ -60,13 +63,21 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: a temporary file in the same directory, fsync, rename, fsync dir."""
+    """Write ``data`` to ``path`` atomically: a temporary file in the same directory, fsync, rename, fsync dir.
+    A write that fails (a full disk: ENOSPC, a quota: EDQUOT, any other OSError) removes its temporary file and
+    raises a CheckpointError naming ``path``, the size and the reason; ``path`` is left as it was."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        full = " (disk full)" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        raise CheckpointError(f"{path}: could not write {len(data):,} B{full}: {exc.strerror or exc}; its "
+                              f"temporary file was removed") from None
     fsync_dir(path.parent)
 
 
@@ -131,13 +142,28 @@ def read_metadata(directory: Path) -> dict:
     return meta
 
 
-def read_rank_file(path: Path, data: bytes, expected_lengths: dict[str, int], wire: np.dtype) -> dict:
-    """The arrays of one verified rank file, checked against ``expected_lengths`` (key -> elements)."""
+def header_array(header: dict) -> np.ndarray:
+    """A rank file's header as the uint8 array stored under HEADER."""
+    return np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8)
+
+
+def read_rank_file(path: Path, data: bytes, expected_lengths: dict[str, int], wire: np.dtype) -> tuple[dict, dict]:
+    """(header, arrays) of one verified rank file, the arrays checked against ``expected_lengths`` (key ->
+    elements); nothing else may be in the file."""
     try:
         archive = np.load(io.BytesIO(data), allow_pickle=False)
         arrays = {key: archive[key] for key in archive.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
         raise CheckpointError(f"{path}: not a readable .npz ({exc})") from None
+    raw = arrays.pop(HEADER, None)
+    if raw is None or raw.dtype != np.uint8 or raw.ndim != 1:
+        raise CheckpointError(f"{path}: field {HEADER} missing or not a uint8 array")
+    try:
+        header = json.loads(raw.tobytes().decode())
+    except (ValueError, UnicodeDecodeError):
+        raise CheckpointError(f"{path}: field {HEADER} is not UTF-8 JSON") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: field {HEADER} is not a JSON object")
     for key, length in expected_lengths.items():
         if key not in arrays:
             raise CheckpointError(f"{path}: field {key} missing")
@@ -149,7 +175,7 @@ def read_rank_file(path: Path, data: bytes, expected_lengths: dict[str, int], wi
     extra = sorted(set(arrays) - set(expected_lengths))
     if extra:
         raise CheckpointError(f"{path}: unexpected field {extra[0]}")
-    return {k: (a.view(wire) if k.endswith("weights16") else a) for k, a in arrays.items()}
+    return header, {k: (a.view(wire) if k.endswith("weights16") else a) for k, a in arrays.items()}
 
 
 def npz_bytes(arrays: dict) -> bytes:

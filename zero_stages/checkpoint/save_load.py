@@ -31,7 +31,11 @@ from ringemu.memory import MemoryLedger
 
 from ..adam import AdamConfig
 from ..buffers import cast
-from .format import FORMAT, LATEST, METADATA, STATES, VERSION, CheckpointError, atomic_write, fsync_dir, npz_bytes, rank_file_name, read_metadata, read_rank_file, sha256, state_key, step_dir_name, verify_file
+from .format import (FORMAT, HEADER, LATEST, METADATA, STATES, VERSION, CheckpointError, atomic_write, header_array,
+                     npz_bytes, rank_file_name, read_metadata, read_rank_file, sha256, state_key, step_dir_name,
+                     verify_file)
+from .root import STEP_NAME, RootLock, recover_root, resolve_step, swap_into_place
+from .validate import check_header, check_metadata_semantics, check_states, run_digest
 from ..precision import LossScaling, check_wire_dtype
 
 __all__ = ["TrainingState", "Checkpoint", "CheckpointWriter", "CheckpointError", "load_checkpoint",
@@ -73,25 +77,63 @@ def _run_settings(job) -> dict:
 
 class CheckpointWriter:
     """``Job.on_step_end`` hook: after every ``every``-th step, each rank writes its file; the last one of the
-    step writes the metadata and renames the step directory into ``root`` (and ``root/latest`` to it)."""
+    step writes the metadata and swaps the step directory into ``root`` (and ``root/latest`` to it).
+
+    The writer holds the root's lock (``ROOT/.lock``, :class:`~zero_stages.checkpoint.root.RootLock`) from its
+    creation to :meth:`close`: a second writer on the same root is refused, naming the holder's host and pid. A
+    save that fails (a full disk) removes its partial step directory and raises a CheckpointError naming the file;
+    the checkpoints already in the root stay as they were."""
 
     def __init__(self, root, every: int, stage: str, job):
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"save_every must be an integer >= 1; got {every!r}")
         self.root, self.every, self.stage, self.job = Path(root), every, stage, job
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint root {str(self.root)!r}: cannot create it ({exc.strerror})") from None
+        self.root_lock = RootLock(self.root)
+        recover_root(self.root)  # a swap cut short by a kill: put the old step back
+        for stale in self.root.glob(".step-*.partial"):  # only a writer of this root leaves these, and we hold it
+            shutil.rmtree(stale, ignore_errors=True)
         self._lock = threading.Lock()
         self._files: dict[int, dict] = {}  # steps_done -> {file name: {"bytes", "sha256"}}
         self._scaler: dict[int, tuple[float, int, int]] = {}
         self.saved: list[Path] = []
 
+    def close(self) -> None:
+        """Release the root's lock (idempotent)."""
+        self.root_lock.release()
+
+    def _run_metadata(self, steps_done: int, scale: float, clean: int, adam_step: int) -> dict:
+        flat, job = self.job.flat, self.job
+        return {"format": FORMAT, "version": VERSION, "stage": self.stage, "n_ranks": flat.n_ranks,
+                "unit_sizes": list(flat.unit_sizes),
+                "layout": "ChunkLayout(S_u, N): rank r holds elements [r*ceil(S_u/N), min(S_u, (r+1)*ceil(S_u/N))) "
+                          "of unit u, unpadded, of each state",
+                "wire_dtype": dtype_name(job.wire), **_run_settings(job), "steps_done": steps_done,
+                "adam_step": adam_step, "loss_scale": scale, "clean_steps": clean}
+
     def __call__(self, rank: int, step: int, opt, scaler, weights16) -> None:
         steps_done = step + 1
         if steps_done % self.every:
             return
-        flat = self.job.flat
         staging = self.root / f".{step_dir_name(steps_done)}.partial"
-        arrays = {}
+        try:
+            self._save_rank(rank, steps_done, staging, opt, scaler, weights16)
+        except (CheckpointError, OSError) as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(exc, CheckpointError):
+                raise
+            raise CheckpointError(f"{staging}: could not save step {steps_done} ({exc}); partial files "
+                                  f"removed") from None
+
+    def _save_rank(self, rank, steps_done, staging, opt, scaler, weights16) -> None:
+        flat = self.job.flat
+        counters = (float(scaler.scale), int(scaler.clean_steps), int(opt.step_count))
+        arrays = {HEADER: header_array({"rank": rank, "n_ranks": flat.n_ranks, "stage": self.stage,
+                                        "steps_done": steps_done,
+                                        "run_sha256": run_digest(self._run_metadata(steps_done, *counters))})}
         held16 = {u: (start, values) for u, start, values in weights16}
         for u, size in enumerate(flat.unit_sizes):
             own = ChunkLayout(size, flat.n_ranks).payload_slice(rank)
@@ -108,30 +150,16 @@ class CheckpointWriter:
         with self._lock:
             files = self._files.setdefault(steps_done, {})
             files[rank_file_name(rank)] = {"bytes": len(data), "sha256": sha256(data)}
-            self._scaler[steps_done] = (float(scaler.scale), int(scaler.clean_steps), int(opt.step_count))
+            self._scaler[steps_done] = counters
             if len(files) < flat.n_ranks:
                 return
             self._finish(steps_done, staging, files)
 
     def _finish(self, steps_done: int, staging: Path, files: dict) -> None:
-        flat, job = self.job.flat, self.job
-        scale, clean, adam_step = self._scaler.pop(steps_done)
-        meta = {"format": FORMAT, "version": VERSION, "stage": self.stage, "n_ranks": flat.n_ranks,
-                "unit_sizes": list(flat.unit_sizes),
-                "layout": "ChunkLayout(S_u, N): rank r holds elements [r*ceil(S_u/N), min(S_u, (r+1)*ceil(S_u/N))) "
-                          "of unit u, unpadded, of each state",
-                "wire_dtype": dtype_name(job.wire), **_run_settings(job), "steps_done": steps_done,
-                "adam_step": adam_step, "loss_scale": scale, "clean_steps": clean,
-                "files": dict(sorted(files.items()))}
-        atomic_write(staging / METADATA, json.dumps(meta, indent=1).encode())
-        final = self.root / step_dir_name(steps_done)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(staging, final)
-        fsync_dir(self.root)
-        atomic_write(self.root / LATEST, (final.name + "\n").encode())
+        meta = {**self._run_metadata(steps_done, *self._scaler.pop(steps_done)), "files": dict(sorted(files.items()))}
         del self._files[steps_done]
-        self.saved.append(final)
+        atomic_write(staging / METADATA, json.dumps(meta, indent=1).encode())
+        self.saved.append(swap_into_place(self.root, staging, step_dir_name(steps_done)))
 
 
 def _step_directory(path: Path) -> Path:
@@ -139,25 +167,30 @@ def _step_directory(path: Path) -> Path:
         raise CheckpointError(f"checkpoint path {str(path)!r} is not a directory")
     if (path / METADATA).is_file():
         return path
-    pointer = path / LATEST
-    if pointer.is_file():
-        name = pointer.read_text().strip()
-        if not name.startswith("step-") or "/" in name:
-            raise CheckpointError(f"{pointer}: does not name a step directory ({name!r})")
-        return path / name
+    if (path / LATEST).is_file():
+        return resolve_step(path)
     raise CheckpointError(f"checkpoint path {path}: no {METADATA} and no {LATEST} pointer: not a checkpoint (or "
                           f"none completed)")
 
 
 def load_checkpoint(path) -> Checkpoint:
     """Load a checkpoint directory (a step directory, or a root whose ``latest`` names one). Every file's size
-    and SHA-256, every field's type and length, and the 16-bit weights' agreement with the rounded master are
-    checked before anything is returned; a CheckpointError names the file and the field."""
+    and SHA-256, every field's type, length and domain (:mod:`~zero_stages.checkpoint.validate`), every rank
+    file's header (rank, N, stage, step, the run's metadata digest) and the 16-bit weights' agreement with the
+    rounded master are checked before anything is returned; a CheckpointError names the file and the field."""
     if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)) or not str(path):
         raise TypeError(f"path must be a non-empty directory path; got {path!r} ({type(path).__name__})")
     directory = _step_directory(Path(path))
     meta = read_metadata(directory)
+    check_metadata_semantics(meta, directory / METADATA)
     n, sizes = meta["n_ranks"], tuple(meta["unit_sizes"])
+    name = directory.name[1:-len(".old")] if directory.name.endswith(".old") else directory.name
+    if STEP_NAME.fullmatch(name) and name != step_dir_name(meta["steps_done"]):
+        raise CheckpointError(f"{directory / METADATA}: field steps_done is {meta['steps_done']}, but the directory "
+                              f"is {name}")
+    strays = sorted(p.name for p in directory.glob("rank-*.npz") if p.name not in meta["files"])
+    if strays:
+        raise CheckpointError(f"{directory / strays[0]}: a rank file the metadata does not list (N = {n})")
     try:
         wire = check_wire_dtype(meta["wire_dtype"])
     except ValueError:
@@ -169,10 +202,12 @@ def load_checkpoint(path) -> Checkpoint:
         data = verify_file(directory / name, meta["files"][name])
         owned = [ChunkLayout(size, n).payload_slice(r) for size in sizes]
         lengths = {state_key(u, s): sl.stop - sl.start for u, sl in enumerate(owned) for s in STATES}
-        arrays = read_rank_file(directory / name, data, lengths, wire)
+        header, arrays = read_rank_file(directory / name, data, lengths, wire)
+        check_header(header, r, meta, directory / name)
         for u, sl in enumerate(owned):
             for s in STATES:
                 full[s][u][sl] = arrays[state_key(u, s)]
+    check_states(full, meta["adam_step"], directory)
     for u in range(len(sizes)):
         rounded = cast(full["master"][u], wire)
         if rounded.view(np.uint16).tobytes() != full["weights16"][u].view(np.uint16).tobytes():
@@ -217,7 +252,11 @@ def run_training(stage: str, job, checkpoint_dir=None, save_every: int | None = 
         job = dataclasses.replace(job, on_step_end=writer)
         writer.job = job
     extra = {} if algorithm is None else {"algorithm": algorithm}
-    return run_job(stage, job, mode, faults=faults, **extra), writer
+    try:
+        return run_job(stage, job, mode, faults=faults, **extra), writer
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def state_of_report(report, loss_scaling: LossScaling) -> TrainingState:

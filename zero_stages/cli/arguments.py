@@ -18,7 +18,10 @@ from ..memory.activations import RECOMPUTE, ActivationShape
 from ..memory.anchor import ANCHOR_UNIT_SIZES
 
 __all__ = ["integer", "positive", "unit_list", "card_gb", "algorithm_argument", "add_activation_arguments",
-           "activation_shape", "model_size", "MAX_CARD_GB"]
+           "activation_shape", "model_size", "MAX_CARD_GB", "ranks_per_node_argument", "zeropp_cuts",
+           "ZEROPP_CUTS"]
+
+ZEROPP_CUTS = ("qwz", "hpz", "qgz")  # ZeRO++'s three cuts (Wang et al. 2023, §3.1–3.3)
 
 MAX_CARD_GB = 10 ** 12  # GB: a thousand exabytes
 
@@ -118,3 +121,21 @@ def model_size(args) -> tuple[list[int] | None, dict]:
     """(unit sizes or None, the size keyword of run_size_only) from ``--params`` / ``--units`` / ``--anchor``."""
     units = list(ANCHOR_UNIT_SIZES) if args.anchor else args.units
     return units, ({"unit_sizes": units} if units else {"psi": args.params})
+
+
+def ranks_per_node_argument(p: argparse.ArgumentParser) -> None:
+    """``--ranks-per-node K`` (the hsdp and zeropp stages' node size; every ledger's intra/inter-node split)."""
+    p.add_argument("--ranks-per-node", metavar="K", type=integer(1), default=None,
+                   help="K ranks per node (must divide --ranks): needed by hsdp and zeropp; splits every stage's "
+                        "bytes into intra-node (NVLink) and inter-node (InfiniBand); default one node")
+
+
+def zeropp_cuts(text: str) -> tuple[str, ...]:
+    """An argparse ``type``: ZeRO++'s cuts to switch on, comma-separated from qwz, hpz, qgz, or ``none``."""
+    if text.strip() == "none":
+        return ()
+    cuts = tuple(x.strip() for x in text.split(","))
+    if not cuts or any(c not in ZEROPP_CUTS for c in cuts) or len(set(cuts)) != len(cuts):
+        raise argparse.ArgumentTypeError(f"must be comma-separated names from {', '.join(ZEROPP_CUTS)} (each at most "
+                                         f"once), or none; got {text!r}")
+    return cuts

@@ -15,7 +15,7 @@ from ringemu.units import GB, format_gb
 from ..memory.anchor import ANCHOR_UNITS_ASSUMPTION
 from ..api import MAX_SIZE_ONLY_RANKS
 from .arguments import (activation_shape, add_activation_arguments, algorithm_argument, card_gb,
-                        integer, model_size, unit_list)
+                        integer, model_size, ranks_per_node_argument, unit_list)
 from ..flat import MAX_PSI
 from ..memory.report import memory_report
 from ..precision import WIRE_DTYPES
@@ -43,6 +43,7 @@ def register_memory(subparsers) -> None:
                    help="16-bit weight and gradient type; both are 2 B, so the bytes are the same (default bf16)")
     add_activation_arguments(m)
     algorithm_argument(m)
+    ranks_per_node_argument(m)
     m.add_argument("--json", action="store_true", help="print one JSON object on one line")
     m.set_defaults(handler=memory_command)
 
@@ -51,8 +52,10 @@ def memory_command(args) -> int:
     card = Fraction(args.gpu_gb) * GB  # bytes, exact
     activations = activation_shape(args)
     units, size = model_size(args)
+    if args.ranks_per_node is not None and args.ranks % args.ranks_per_node:
+        raise ValueError(f"--ranks-per-node must divide --ranks; got {args.ranks_per_node} for {args.ranks} ranks")
     out = memory_report(args.ranks, activations=activations, card_bytes=card, wire_dtype=args.dtype,
-                        algorithm=args.algorithm, **size)
+                        algorithm=args.algorithm, ranks_per_node=args.ranks_per_node, **size)
     out["gpu_gb"] = f"{args.gpu_gb:f}"
     assumptions = ([ANCHOR_UNITS_ASSUMPTION] if args.anchor else []) + \
         (activations.assumptions() if activations else ["no activations counted (give --seq, --batch, --hidden, "
@@ -79,9 +82,23 @@ def memory_command(args) -> int:
               f"{r['buffer_bytes_at_peak']:>15,} {r['peak_bytes']:>18,} {r['peak_gb']:>7} "
               f"{'yes' if r['peak_fits'] else 'no':>9} {max(r['traffic_sent_bytes_per_rank']):>20,} "
               f"{r['traffic_gb']:>7}")
+    if args.ranks_per_node is not None:
+        _print_link_classes(out, args.ranks_per_node)
     print("states fit: model states alone under the card (the lesson's reading, claim M6). peak fits: the peak per "
           "rank under the card, i.e. model states + activations + buffers in flight (gathered parameters, gradient "
           "buckets, the fp32 averaged gradient of one unit) at the moment the rank's total peaked"
           + ("" if units else "; Ψ is one unit here, so ZeRO-3 gathers all of it at once: give --units or --anchor "
                               "for per-layer peaks (lesson claim M10)"))
     return 0
+
+
+def _print_link_classes(out: dict, k: int) -> None:
+    """Bytes per link class per step of the busiest rank (NVLink inside a node, InfiniBand across, PCIe to the
+    host), and offload's host memory."""
+    print(f"bytes sent per rank per step by link class, K = {k} ranks per node (busiest rank of each class)")
+    print(f"{'stage':<8} {'intra-node B':>18} {'inter-node B':>18} {'PCIe B':>18} {'host states B/rank':>19}")
+    for r in out["stages"]:
+        per = r["bytes_per_link_class_per_rank"]
+        host = max(r["host_model_state_bytes_per_rank"], default=0)
+        print(f"{r['name']:<8} {max(d['intra_node'] for d in per):>18,} {max(d['inter_node'] for d in per):>18,} "
+              f"{max(d['pcie'] for d in per):>18,} {host:>19,}")

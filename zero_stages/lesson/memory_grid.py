@@ -20,7 +20,8 @@ from ..memory.closed_forms import STAGES, model_state_bytes_closed_form
 from ..memory.report import BUFFER_CATEGORIES, CARD_80GB, first_fits, memory_report
 from ..precision import FP32_BYTES, GRAD16_BYTES, WEIGHT16_BYTES
 
-__all__ = ["RANKS_GRID", "BAR_CATEGORIES", "STAGE_LABELS", "Preset", "PRESETS", "memory_panel", "formula_terms"]
+__all__ = ["RANKS_GRID", "BAR_CATEGORIES", "STAGE_LABELS", "VIEWS", "Preset", "PRESETS", "memory_panel",
+           "formula_terms", "headroom"]
 
 RANKS_GRID = tuple(2 ** k for k in range(11))  # N = 1, 2, 4, …, 1,024 (the lesson drags N from 8 to 1,024)
 # bar segments, bottom to top; Okabe & Ito's colour-blind-safe palette; "buffers" = gathered + comm_buffer
@@ -36,7 +37,11 @@ BAR_CATEGORIES = (
 STAGE_LABELS = {"dp": {"en": "DP", "zh": "数据并行"}, "zero1": {"en": "ZeRO-1", "zh": "ZeRO-1"},
                 "zero2": {"en": "ZeRO-2", "zh": "ZeRO-2"}, "zero3": {"en": "ZeRO-3", "zh": "ZeRO-3"}}
 _SHARDED = {"dp": (), "zero1": ("opt",), "zero2": ("opt", "g16"), "zero3": ("opt", "g16", "w16")}  # ZeRO §5.1
-_CHART = {"width": 690, "height": 330, "top": 12, "bottom": 290, "x0": 70, "group": 135, "bar": 50, "gap": 4}
+# SVG user units = CSS px (the chart is drawn at its own size and scrolls in its box on a narrow screen, so its
+# 13 px text stays 13 px); 22 px above the tallest bar for its label
+_CHART = {"width": 640, "height": 340, "top": 26, "bottom": 292, "x0": 78, "group": 136, "bar": 50, "gap": 4}
+# what the number on a bar is: the lesson's model states (claim M2) or the peak (states + activations + buffers)
+VIEWS = ("states", "peak")
 
 
 class Preset:
@@ -57,7 +62,7 @@ class Preset:
 
 PRESETS = (
     Preset("anchor", {"en": f"lesson anchor Ψ = {ANCHOR_PSI:,} in {len(ANCHOR_UNIT_SIZES)} layers, N = {ANCHOR_RANKS}",
-                      "zh": f"本课锚点 Ψ = {ANCHOR_PSI:,},{len(ANCHOR_UNIT_SIZES)} 层,N = {ANCHOR_RANKS}"},
+                      "zh": f"本课锚点 Ψ = {ANCHOR_PSI:,}，{len(ANCHOR_UNIT_SIZES)} 层，N = {ANCHOR_RANKS}"},
            ANCHOR_PSI, ANCHOR_RANKS,
            {"off": None, "selective": anchor_activations("selective"), "full": anchor_activations("full")}, "off",
            {"en": f"Layers (assumed split, the lesson does not print its configuration): embedding "
@@ -65,14 +70,14 @@ PRESETS = (
                   f"output head {ANCHOR_UNIT_SIZES[-1]:,}; ZeRO-3 gathers one or two layers at a time. Activations: "
                   "s = 4,096, b = 1 (lesson), h = 5,120, L = 64 (assumed: they reproduce the lesson's 45.6 GB and "
                   "2.7 GB).",
-            "zh": f"分层(假设的切分,本课没有给出配置):嵌入 {ANCHOR_UNIT_SIZES[0]:,},64 层各 {ANCHOR_UNIT_SIZES[1]:,}"
-                  f"(本课所说最大的一层),输出头 {ANCHOR_UNIT_SIZES[-1]:,};ZeRO-3 每次只拼一两层。激活:s = 4,096、"
-                  "b = 1(本课),h = 5,120、L = 64(假设:它们复现本课的 45.6 GB 与 2.7 GB)。"},
+            "zh": f"分层（假设的切分，本课没有给出配置）：嵌入 {ANCHOR_UNIT_SIZES[0]:,}，64 层各 {ANCHOR_UNIT_SIZES[1]:,}"
+                  f"（本课所说最大的一层），输出头 {ANCHOR_UNIT_SIZES[-1]:,};ZeRO-3 每次只拼一两层。激活：s = 4,096、"
+                  "b = 1（本课），h = 5,120、L = 64（假设：它们复现本课的 45.6 GB 与 2.7 GB）。"},
            unit_sizes=ANCHOR_UNIT_SIZES),
-    Preset("zero-paper", {"en": "ZeRO paper Ψ = 7.5B, N = 64", "zh": "ZeRO 论文 Ψ = 7.5B,N = 64"},
+    Preset("zero-paper", {"en": "ZeRO paper Ψ = 7.5B, N = 64", "zh": "ZeRO 论文 Ψ = 7.5B，N = 64"},
            ZERO_PAPER_PSI, ZERO_PAPER_RANKS, {"off": None}, "off",
            {"en": "Rajbhandari et al. 2019, Figure 1: model states only.",
-            "zh": "Rajbhandari 等 2019 年论文图 1:只计模型状态。"}),
+            "zh": "Rajbhandari 等 2019 年论文图 1：只计模型状态。"}),
 )
 
 
@@ -103,11 +108,11 @@ def formula_terms(stage: str, psi: int, n: int, activations: ActivationShape | N
         {"id": "g16", "symbol": g_sym, "cats": ["grads16"], "value": g,
          "label": {"en": "16-bit gradients", "zh": "16 位梯度"}},
         {"id": "opt", "symbol": o_sym, "cats": ["master32", "adam_m", "adam_v"], "value": o,
-         "label": {"en": "optimizer states (fp32 master, m, v: K = 12)", "zh": "优化器状态(fp32 主权重、m、v:K = 12)"}},
+         "label": {"en": "optimizer states (fp32 master, m, v: K = 12)", "zh": "优化器状态（fp32 主权重、m、v:K = 12)"}},
         {"id": "act", "symbol": act_sym, "cats": ["activations"], "value": act,
          "label": {"en": "activations", "zh": "激活"}},
         {"id": "buf", "symbol": "—", "cats": ["buffers"], "value": Fraction(0),
-         "label": {"en": "buffers in flight (not in the formula)", "zh": "在途缓冲(公式里没有)"}},
+         "label": {"en": "buffers in flight (not in the formula)", "zh": "在途缓冲（公式里没有）"}},
     ]
 
 
@@ -179,6 +184,26 @@ def _point(preset: Preset, report: dict, n: int, shape, scale: int) -> dict:
     return {"stages": stages}
 
 
+def headroom(by_recompute: dict[str, dict], card_bytes: int) -> dict | None:
+    """The lesson's third experiment at one N: the card less ZeRO-3's model states (80 GB − 55.6 GB = 24.4 GB at
+    the anchor's N = 8), against the activations of every recomputation setting that counts them (selective
+    45.6 GB, full 2.7 GB; claims M7, M9). ``by_recompute`` maps a setting to the memory report at that N; every
+    value is read from those reports. None where no setting counts activations."""
+    counted = [rc for rc in by_recompute if rc != "off"]
+    if not counted:
+        return None
+    zero3 = [r for r in next(iter(by_recompute.values()))["stages"] if r["name"] == "zero3"][0]
+    states = max(zero3["model_state_bytes_per_rank"])
+    left = int(card_bytes) - states
+    out = {"card_bytes": int(card_bytes), "zero3_states_bytes": states, "zero3_states_gb": format_gb(states),
+           "bytes": left, "gb": format_gb(left), "activations": []}
+    for rc in counted:
+        row = [r for r in by_recompute[rc]["stages"] if r["name"] == "zero3"][0]
+        act = max(row["activation_peak_bytes_per_rank"])
+        out["activations"].append({"recompute": rc, "bytes": act, "gb": format_gb(act), "fits": act <= left})
+    return out
+
+
 def _preset_data(preset: Preset, ranks, card_bytes: int) -> dict:
     reports = {rc: {n: memory_report(n, activations=shape, card_bytes=card_bytes, **preset.size()) for n in ranks}
                for rc, shape in preset.activations.items()}
@@ -188,7 +213,7 @@ def _preset_data(preset: Preset, ranks, card_bytes: int) -> dict:
     scale, step = _nice_ceiling(max(Fraction(tallest), Fraction(card_bytes)))
     plot = _CHART["bottom"] - _CHART["top"]
     ticks = [{"y": round(_CHART["bottom"] - float(Fraction(k * step * plot, scale)), 3),
-              "text": f"{format_gb(k * step, 0)} GB"} for k in range(scale // step + 1)]
+              "gb": format_gb(k * step, 0)} for k in range(scale // step + 1)]
     chart = dict(_CHART, ticks=ticks, scale_bytes=scale,
                  card_y=round(_CHART["bottom"] - float(Fraction(card_bytes * plot, scale)), 3))
     points = {f"{n}|{rc}": _point(preset, rep, n, preset.activations[rc], scale)
@@ -199,7 +224,8 @@ def _preset_data(preset: Preset, ranks, card_bytes: int) -> dict:
             "unit_sizes": list(preset.unit_sizes) if preset.unit_sizes else [preset.psi],
             "default_n": preset.default_n, "default_recompute": preset.default_recompute,
             "recompute": list(preset.activations), "note": preset.note, "chart": chart, "points": points,
-            "first_fits": fits,
+            "first_fits": fits, "headroom": {str(n): headroom({rc: reports[rc][n] for rc in reports}, card_bytes)
+                                             for n in ranks},
             "activations": {rc: (s.as_dict() if s else None) for rc, s in preset.activations.items()}}
 
 
@@ -210,7 +236,7 @@ def memory_panel(ranks=RANKS_GRID, presets=PRESETS, card_bytes: int = CARD_80GB)
             "term_labels": {t["id"]: t["label"] for t in terms},
             "term_note": {"en": "measured: the busiest rank at the moment its total peaked (MemoryLedger); "
                                 "difference: padding to N·⌈S/N⌉ and buffers in flight",
-                          "zh": "实测:最忙那张卡在总量达到峰值的时刻(MemoryLedger);差:补齐到 N·⌈S/N⌉ 的填充与在途缓冲"},
+                          "zh": "实测：最忙那张卡在总量达到峰值的时刻（MemoryLedger）；差：补齐到 N·⌈S/N⌉ 的填充与在途缓冲"},
             "stages": list(STAGES),
             "categories": [{"id": c, "color": colour, "label": label} for c, colour, label in BAR_CATEGORIES],
             "presets": [_preset_data(p, ranks, card_bytes) for p in presets]}

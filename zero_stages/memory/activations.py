@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ringemu.checks import check_int
+from ringemu.checks import MAX_NUMEL, check_int
 
-__all__ = ["RECOMPUTE", "ActivationShape"]
+__all__ = ["RECOMPUTE", "MAX_LAYERS", "MAX_DIMENSION", "ActivationShape"]
 
 RECOMPUTE = ("none", "selective", "full")
+MAX_LAYERS = 2 ** 15  # each layer is recorded on every rank's ledger (10^7 layers took 102 s and 1.8 GB)
+MAX_DIMENSION = 2 ** 40  # s, b, h, a each: far beyond any model; the byte total is bounded below as well
 
 
 @dataclass(frozen=True)
@@ -36,15 +38,21 @@ class ActivationShape:
     heads: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("seq", "batch", "hidden", "layers"):
-            check_int(getattr(self, name), name, minimum=1)
+        """Every size bounded before any work: s, b, h, a in [1, 2^40], L in [1, 2^15], and the bytes of all L
+        layers below 2^63 (byte counts are aggregated in int64)."""
+        for name in ("seq", "batch", "hidden"):
+            check_int(getattr(self, name), name, minimum=1, maximum=MAX_DIMENSION)
+        check_int(self.layers, "layers", minimum=1, maximum=MAX_LAYERS)
         if self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}; got {self.recompute!r}")
         if self.heads is not None:
-            check_int(self.heads, "heads", minimum=1)
+            check_int(self.heads, "heads", minimum=1, maximum=MAX_DIMENSION)
         elif self.recompute == "none":
             raise ValueError("heads must be given with recompute='none': s·b·h·(34 + 5·a·s/h) needs a, the number "
                              "of attention heads")
+        if self.total_bytes() > MAX_NUMEL:
+            raise ValueError(f"activations of {self.total_bytes():.3e} B per rank (s = {self.seq}, b = {self.batch}, "
+                             f"h = {self.hidden}, L = {self.layers}) exceed 2^63 - 1 B; make s, b, h or L smaller")
 
     def with_recompute(self, recompute: str) -> "ActivationShape":
         """The same shape under another recomputation kind."""

@@ -18,15 +18,19 @@ from fractions import Fraction
 from ..flat import FlatParams, check_psi, check_unit_sizes
 from ..precision import GRAD16_BYTES, K_BYTES, WEIGHT16_BYTES
 
-__all__ = ["STAGES", "check_stage", "model_state_bytes_closed_form", "traffic_elements_closed_form",
+__all__ = ["STAGES", "BEYOND_STAGES", "ALL_STAGES", "check_stage", "model_state_bytes_closed_form",
+           "traffic_elements_closed_form",
            "shard_elements"]
 
-STAGES = ("dp", "zero1", "zero2", "zero3")
+STAGES = ("dp", "zero1", "zero2", "zero3")  # the lesson's four (its memory panel, `--stage all`)
+# what came after them, each needing K ranks per node (offload: none); closed forms in memory.closed_forms_beyond
+BEYOND_STAGES = ("hsdp", "zeropp", "offload")
+ALL_STAGES = STAGES + BEYOND_STAGES
 
 
-def check_stage(stage: object) -> str:
-    if not isinstance(stage, str) or stage not in STAGES:
-        raise ValueError(f"stage must be one of {', '.join(STAGES)}; got {stage!r}")
+def check_stage(stage: object, allowed: tuple[str, ...] = ALL_STAGES) -> str:
+    if not isinstance(stage, str) or stage not in allowed:
+        raise ValueError(f"stage must be one of {', '.join(allowed)}; got {stage!r}")
     return stage
 
 
@@ -45,8 +49,8 @@ def shard_elements(n_ranks: int, psi=None, unit_sizes=None, padded: bool = True)
 
 def model_state_bytes_closed_form(stage: str, psi=None, n_ranks: int = 1, *, unit_sizes=None,
                                   padded: bool = True) -> Fraction:
-    """Bytes of model states one rank holds in ``stage`` (exact)."""
-    stage = check_stage(stage)
+    """Bytes of model states one rank holds in ``stage`` (exact; one of the four)."""
+    stage = check_stage(stage, STAGES)
     units = _units(psi, unit_sizes)
     whole = Fraction(sum(units))
     shard = shard_elements(n_ranks, unit_sizes=units, padded=padded)
@@ -60,7 +64,7 @@ def model_state_bytes_closed_form(stage: str, psi=None, n_ranks: int = 1, *, uni
 def traffic_elements_closed_form(stage: str, psi=None, n_ranks: int = 1, *, unit_sizes=None,
                                  padded: bool = True) -> Fraction:
     """Elements one rank sends per step in ``stage`` (exact): 2(N−1)/N·Ψ, or 3(N−1)/N·Ψ for ZeRO-3."""
-    stage = check_stage(stage)
+    stage = check_stage(stage, STAGES)
     units = _units(psi, unit_sizes)
     shard = shard_elements(n_ranks, unit_sizes=units, padded=padded)
     passes = 3 if stage == "zero3" else 2  # ZeRO-3: all-gather forward, all-gather backward, reduce-scatter

@@ -23,7 +23,7 @@ from ringemu.units import GB
 
 from .activations import ActivationShape
 from ..api import run_size_only
-from .closed_forms import STAGES
+from .closed_forms import BEYOND_STAGES, STAGES
 
 __all__ = ["BUFFER_CATEGORIES", "CARD_80GB", "MemoryReport", "stage_memory", "memory_report", "first_fits"]
 
@@ -70,17 +70,24 @@ def stage_memory(report, card_bytes) -> dict:
         "traffic_sent_elements_per_rank": report.traffic_sent_elements_per_rank,
         "model_states_fit": states <= card,
         "peak_fits": peaks[busiest] <= card,
+        "ranks_per_node": report.ranks_per_node,
+        "bytes_per_link_class_per_rank": report.link_bytes_per_rank,  # {intra_node, inter_node, pcie} sent
+        "host_model_state_bytes_per_rank": report.host_model_state_bytes_per_rank,  # offload: on the host
     }
 
 
 def memory_report(n_ranks: int, psi: int | None = None, unit_sizes=None, activations: ActivationShape | None = None,
-                  card_bytes=CARD_80GB, wire_dtype: str = "bf16", stages=STAGES,
-                  algorithm: str = DEFAULT_ALGORITHM) -> "MemoryReport":
+                  card_bytes=CARD_80GB, wire_dtype: str = "bf16", stages=None,
+                  algorithm: str = DEFAULT_ALGORITHM, ranks_per_node: int | None = None) -> "MemoryReport":
     """Every stage's :func:`stage_memory` row for one setting (collectives by ``algorithm``), plus the setting
-    (JSON-ready)."""
+    (JSON-ready). ``stages`` defaults to the lesson's four, and with ``ranks_per_node`` (K ranks per node) to
+    those and hsdp, zeropp and offload; every row's bytes are split per link class on that mesh."""
     units = list(unit_sizes) if unit_sizes is not None else None
+    if stages is None:
+        stages = STAGES if ranks_per_node is None else STAGES + BEYOND_STAGES
     rows = [stage_memory(run_size_only(s, n_ranks, psi=psi, unit_sizes=units, wire_dtype=wire_dtype,
-                                       activations=activations, algorithm=algorithm), card_bytes) for s in stages]
+                                       activations=activations, algorithm=algorithm, ranks_per_node=ranks_per_node),
+                         card_bytes) for s in stages]
     total = sum(units) if units is not None else psi
     return MemoryReport(params=total, unit_sizes=units or [total], ranks=n_ranks, dtype=wire_dtype, algorithm=algorithm,
                         card_bytes=str(Fraction(card_bytes)),

@@ -1,0 +1,135 @@
+"""Mutation testing with mutmut (pinned: ``mutmut==3.8.1``), one part of the code at a time, in a scratch copy.
+
+    python tests/mutation/mutmut_parts.py --part checkpoint            # one part
+    python tests/mutation/mutmut_parts.py --part all --json out.json   # every part, one after another
+
+mutmut needs its own environment (it is not a dependency of ringemu): ``python3 -m venv /opt/venv-mutmut &&
+/opt/venv-mutmut/bin/pip install mutmut==3.8.1`` with ringemu's dependencies importable there (``pip install
+-e '.[test]'`` into the same venv), then ``--mutmut /opt/venv-mutmut/bin/mutmut``. Each part names the files
+mutated and the test files run against them; mutmut plants every mutation its operators make in those files
+(operators, constants, comparisons, arguments, return values ...), runs the tests that cover each mutated
+function, and reports it killed (a test failed), survived, timed out, or not covered (no test reaches it). The
+score printed is killed / (killed + survived + timeouts + no tests): a mutant no test reaches counts as a miss.
+The numba kernels (``kernels.py``, ``_jit.py``, ``_adam_kernel.py``) are never mutated: mutmut's trampolines
+cannot run inside ``@jit`` code; ``tests/mutation/run.py`` plants bugs there by hand.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+__all__ = ["PARTS", "run_part", "main"]
+
+# part -> (files mutated, test files run); the tests are those that exercise the files, as a person would pick them
+PARTS = {
+    "checkpoint": (["zero_stages/checkpoint/validate.py", "zero_stages/checkpoint/root.py",
+                    "zero_stages/checkpoint/format.py"],
+                   ["tests/test_checkpoint.py", "tests/test_checkpoint_trust.py"]),
+    "faults-spec": (["ringemu/faults/spec.py", "ringemu/faults/plan.py"],
+                    ["tests/test_faults.py", "tests/test_refusals.py::test_zero_fault_specs_the_run_lacks_exit_2",
+                     "tests/test_refusals.py::test_fault_specs_refuse_repeated_and_out_of_range_fields_when_parsed"]),
+    "memory-guard": (["ringemu/memory_guard.py"],
+                     ["tests/test_memory_guard.py", "tests/test_refusals.py::test_the_memory_guard_honours_ulimit_v",
+                      "tests/test_refusals.py::test_address_space_left_reads_the_soft_limit"]),
+    "activations": (["zero_stages/memory/activations.py"],
+                    ["tests/test_activations.py",
+                     "tests/test_refusals.py::test_memory_activation_sizes_are_bounded_before_any_work"]),
+    "core-layout": (["ringemu/layout.py", "ringemu/checks.py"],
+                    ["tests/test_layout.py", "tests/test_input_checks.py"]),
+}
+
+_CONFIG = """
+[mutmut]
+source_paths =
+    ringemu
+    zero_stages
+only_mutate =
+{mutate}
+also_copy =
+    proofs
+    examples
+    benchmarks
+pytest_add_cli_args_test_selection =
+{tests}
+pytest_add_cli_args =
+    -p
+    no:cacheprovider
+    -q
+"""
+
+
+def _scratch(part: str) -> Path:
+    work = Path(tempfile.mkdtemp(prefix=f"ringemu-mutmut-{part}-"))
+    for name in ("ringemu", "zero_stages", "proofs", "tests", "examples", "benchmarks"):
+        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("setup.cfg", "pyproject.toml"):
+        shutil.copy(ROOT / name, work / name)
+    return work
+
+
+def run_part(part: str, mutmut: str, children: int) -> dict:
+    """Run mutmut on one part in a scratch copy; the counts of each outcome, the score and the survivors."""
+    mutate, tests = PARTS[part]
+    work = _scratch(part)
+    with open(work / "setup.cfg", "a") as fh:
+        fh.write(_CONFIG.format(mutate="\n".join(f"    {m}" for m in mutate),
+                                tests="\n".join(f"    {t}" for t in tests)))
+    env = dict(os.environ, HYPOTHESIS_PROFILE="ci", NUMBA_CACHE_DIR=str(work / "numba-cache"))
+    env.pop("PYTHONPATH", None)
+    start = time.perf_counter()
+    run = subprocess.run([mutmut, "run", "--max-children", str(children)], cwd=work, env=env,
+                         capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    listing = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True,
+                             text=True).stdout
+    counts: dict[str, int] = {}
+    survivors = []
+    for line in listing.splitlines():
+        m = re.match(r"\s*(\S+): (.+)$", line)
+        if not m:
+            continue
+        counts[m.group(2)] = counts.get(m.group(2), 0) + 1
+        if m.group(2) in ("survived", "no tests"):
+            survivors.append(f"{m.group(1)} ({m.group(2)})")
+    killed = counts.get("killed", 0)
+    missed = sum(counts.get(k, 0) for k in ("survived", "timeout", "no tests"))
+    result = {"part": part, "files": mutate, "tests": tests, "counts": counts, "killed": killed,
+              "missed": missed, "score": None if killed + missed == 0 else killed / (killed + missed),
+              "seconds": round(seconds, 1), "survivors": survivors, "scratch": str(work),
+              "returncode": run.returncode, "log_tail": (run.stdout + run.stderr)[-3000:]}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=(*PARTS, "all"), required=True)
+    parser.add_argument("--mutmut", default=shutil.which("mutmut") or "mutmut", help="the mutmut executable")
+    parser.add_argument("--children", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("--json", type=Path, default=None, help="write every part's result here")
+    args = parser.parse_args(argv)
+    results = []
+    for part in (PARTS if args.part == "all" else [args.part]):
+        r = run_part(part, args.mutmut, args.children)
+        results.append(r)
+        score = "n/a" if r["score"] is None else f"{100 * r['score']:.1f} %"
+        print(f"{part:<14} killed {r['killed']:>4} of {r['killed'] + r['missed']:>4}  score {score:>7}  "
+              f"{r['seconds']:>7.1f} s  {r['counts']}", flush=True)
+        if r["score"] is None:
+            print(r["log_tail"], file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0 if all(r["score"] is not None for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""MPICH 5.0's orders in the registry (``mpich:*``): properties of every entry for drawn N and S, and the orders
+the MPICH source fixes, written out by hand. The entries against the running engine: test_engines.py
+(benchmarks/engines/mpich.py)."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import ringemu
+from ringemu import algorithms
+from ringemu.execute import MODES
+from ringemu.layout import ChunkLayout
+from ringemu.ledger import CommLedger
+from ringemu.provenance import check_provenance
+from ringemu.virtual import VirtualBuffer
+
+ENTRIES = [(c, name) for c in algorithms.COLLECTIVES for name in algorithms.names(c) if name.startswith("mpich:")]
+_RUN = {"all-reduce": ringemu.all_reduce, "reduce-scatter": ringemu.reduce_scatter}
+
+
+def _collective(collective, name, world, **kw):
+    """The collective's per-rank results (all-gather: rank r brings its own shard of ``world``'s row r)."""
+    if collective == "all-gather":
+        layout = ChunkLayout(world.shape[1], world.shape[0])
+        shards = [world[r, layout.payload_slice(r)].copy() for r in range(world.shape[0])]
+        return list(ringemu.all_gather(shards, algorithm=name, **kw))
+    return list(_RUN[collective](world, algorithm=name, **kw))
+
+
+def _world(n, numel, dtype, seed):
+    return np.random.default_rng(seed).standard_normal((n, numel)).astype(dtype)
+
+
+def test_the_catalog_names_every_mpich_order_of_the_study():
+    # the names of the study of MPICH 5.0.2's collectives (one per algorithm the engine's CVARs accept, + default)
+    assert {name for c, name in ENTRIES if c == "all-reduce"} == {
+        "mpich:ring", "mpich:recursive-doubling", "mpich:reduce-scatter-allgather", "mpich:tree", "mpich:default"}
+    assert {name for c, name in ENTRIES if c == "reduce-scatter"} == {
+        "mpich:recursive-halving", "mpich:pairwise", "mpich:noncommutative", "mpich:recursive-doubling",
+        "mpich:default"}
+    assert {name for c, name in ENTRIES if c == "all-gather"} == {
+        "mpich:ring", "mpich:recursive-doubling", "mpich:brucks", "mpich:default"}
+    for c, name in ENTRIES:
+        entry = algorithms.algorithm(c, name)
+        assert entry.modelled == "" and "MPICH 5.0.2" in entry.source and "MPICH" in entry.engines
+
+
+@given(entry=st.sampled_from(ENTRIES), n=st.integers(1, 16), per_rank=st.integers(0, 40),
+       itemsize=st.sampled_from([4, 8]), data=st.data())
+def test_every_entry_proves_its_postcondition(entry, n, per_rank, itemsize, data):
+    """Property: for any N <= 16 and S (a positive multiple of N for reduce-scatter and all-gather, as MPI's block
+    collectives take, any S for all-reduce), the schedule leaves what its collective promises (provenance).
+    S = 0 is left out for the sharded collectives: every block is then empty, and the shard map of empty chunks
+    (ringemu.partition, an empty chunk belongs to the shard at its offset) puts them all in shard 0; no data moves."""
+    collective, name = entry
+    numel = data.draw(st.integers(0, 3 * n + 40)) if collective == "all-reduce" else n * max(1, per_rank)
+    schedule = algorithms.build(collective, n, name, numel=numel, itemsize=itemsize)
+    check_provenance(schedule)
+
+
+@given(entry=st.sampled_from(ENTRIES), n=st.integers(1, 12), per_rank=st.integers(0, 9), extra=st.integers(0, 11),
+       dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2 ** 32 - 1))
+def test_fused_step_and_reference_modes_give_the_same_bits(entry, n, per_rank, extra, dtype, seed):
+    """Property: the three execution modes (fused kernel, one launch per step, the plain-Python reference) run
+    the same additions in the same order, so every rank's result has the same bits."""
+    collective, name = entry
+    numel = n * per_rank + (extra % n if collective == "all-reduce" else 0)
+    world = _world(n, numel, dtype, seed)
+    results = [_collective(collective, name, world.copy(), mode=mode) for mode in MODES]
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+@given(entry=st.sampled_from(ENTRIES), n=st.integers(1, 16), per_rank=st.integers(0, 50), extra=st.integers(0, 15),
+       itemsize=st.sampled_from([4, 8]))
+def test_ledger_bytes_per_rank_are_the_chunk_lengths_each_rank_sends(entry, n, per_rank, extra, itemsize):
+    """Property: the ledger's bytes sent per rank equal the sum, over the schedule's rows from that rank, of the
+    sent chunk's length in the engine's partition (read here straight from the table), times the element size:
+    no padding is counted, and none is reported."""
+    collective, name = entry
+    numel = n * per_rank + (extra % n if collective == "all-reduce" else 0)
+    dtype = {4: "float32", 8: "float64"}[itemsize]
+    ledger = CommLedger()
+    world = VirtualBuffer((n, numel), dtype)
+    if collective == "all-gather":
+        ringemu.all_gather(world, algorithm=name, ledger=ledger)
+    else:
+        _RUN[collective](world, algorithm=name, ledger=ledger)
+    schedule = ledger.records[0].schedule
+    bounds = schedule.partition or (0, numel)  # a whole-buffer order: its one chunk is the buffer
+    lengths = np.diff(np.asarray(bounds, dtype=np.int64))
+    want = np.zeros(n, dtype=np.int64)
+    np.add.at(want, schedule.table[:, 1], lengths[schedule.table[:, 3]])
+    per_rank_sent = [t.sent for t in ledger.per_rank()]
+    assert [t.bytes for t in per_rank_sent] == (want * itemsize).tolist()
+    assert all(t.padding_bytes == 0 for t in per_rank_sent)
+
+
+@pytest.mark.parametrize("n, numel", [(7, 6), (12, 10007), (4, 10), (16, 10 ** 9)])
+def test_the_ring_cuts_blocks_of_ceil_s_over_n_and_sends_them_unpadded(n, numel):
+    # allreduce_intra_ring.c lines 37-52, as the MPICH study lists them: N = 7, S = 6 -> six blocks of 1 and one
+    # empty; N = 12, S = 10007 -> eleven of 834 and one of 833. Rank r sends every block but r in the
+    # reduce-scatter and every block but r + 1 in the all-gather: 2S - |r| - |r+1| elements (counted by hand).
+    schedule = algorithms.build("all-reduce", n, "mpich:ring", numel=numel)
+    size = -(-numel // n)
+    blocks = [max(0, min(size, numel - c * size)) for c in range(n)]
+    assert np.diff(schedule.partition).tolist() == blocks
+    ledger = CommLedger()
+    ringemu.all_reduce(VirtualBuffer((n, numel), "float32"), algorithm="mpich:ring", ledger=ledger)
+    want = [4 * (2 * numel - blocks[r] - blocks[(r + 1) % n]) for r in range(n)]
+    assert [t.sent.bytes for t in ledger.per_rank()] == want
+
+
+def test_the_knomial_tree_adds_largest_subtree_first():
+    # MPICH study, allreduce tree for N = 8: rank 0's sum is ((x0 + S(1..4)) + S(5,6)) + x7 with
+    # S(1..4) = (x1 + (x2 + x3)) + x4 (children 0: [1, 5, 7], 1: [2, 4], 2: [3], 5: [6]); written out here.
+    x = _world(8, 257, "float32", 3)
+    s14 = (x[1] + (x[2] + x[3])) + x[4]
+    want = ((x[0] + s14) + (x[5] + x[6])) + x[7]
+    got = ringemu.all_reduce(x, algorithm="mpich:tree")
+    assert all(row.tobytes() == want.tobytes() for row in got)
+
+
+def test_pairwise_adds_the_other_ranks_in_decreasing_order():
+    # reduce_scatter_block_intra_pairwise.c 59-106: acc = x_r[r]; for i = 1 .. N-1: acc = x_{r-i}[r] + acc
+    n, k = 5, 7
+    x = _world(n, n * k, "float32", 11)
+    got = ringemu.reduce_scatter(x, algorithm="mpich:pairwise")
+    for r in range(n):
+        acc = x[r, r * k:(r + 1) * k].copy()
+        for i in range(1, n):
+            acc = x[(r - i) % n, r * k:(r + 1) * k] + acc
+        assert got[r].tobytes() == acc.tobytes()
+
+
+@pytest.mark.parametrize("n", [3, 5, 6, 8, 12])
+def test_mpich_rabenseifner_adds_as_recursive_doubling_and_the_textbook_one_does_not(n):
+    # The MPICH study's finding: halving from distance 1 meets the partial sums in recursive doubling's pairs, so
+    # mpich:reduce-scatter-allgather has mpich:recursive-doubling's bits (and the ring's are equal to the ring's)
+    x = _world(n, 1000, "float32", n)
+    rd = ringemu.all_reduce(x, algorithm="mpich:recursive-doubling")
+    assert ringemu.all_reduce(x, algorithm="mpich:reduce-scatter-allgather").tobytes() == rd.tobytes()
+    assert ringemu.all_reduce(x, algorithm="recursive-doubling").tobytes() == rd.tobytes()
+    assert ringemu.all_reduce(x, algorithm="mpich:ring").tobytes() == ringemu.all_reduce(x).tobytes()
+    if n >= 4:  # from 4 ranks on the textbook halving (distance p/2 first) pairs the partial sums differently
+        assert ringemu.all_reduce(x, algorithm="halving-doubling").tobytes() != rd.tobytes()
+
+
+def test_fallbacks_follow_the_engine():
+    # coll_algorithms.txt restrictions: reduce_scatter_allgather needs S >= pof2(N) (else recursive doubling);
+    # noncommutative and recursive-doubling all-gather need N a power of two (else the automatic choice).
+    short = algorithms.build("all-reduce", 12, "mpich:reduce-scatter-allgather", numel=7)
+    assert short.n_chunks == 1 and short.name == "mpich_recursive_doubling_all_reduce"
+    assert algorithms.build("all-reduce", 12, "mpich:reduce-scatter-allgather", numel=8).n_chunks == 8
+    small, large = 5 * 26214, 5 * 26215  # 524,280 B and 524,300 B of fp32: either side of 512 KiB
+    assert algorithms.build("reduce-scatter", 5, "mpich:noncommutative", numel=small, itemsize=4).name == \
+        "mpich_recursive_halving_reduce_scatter"
+    assert algorithms.build("reduce-scatter", 5, "mpich:noncommutative", numel=large, itemsize=4).name == \
+        "mpich_pairwise_reduce_scatter"
+    assert algorithms.build("all-gather", 6, "mpich:recursive-doubling", numel=6 * 3413, itemsize=4).name == \
+        "mpich_brucks_all_gather"  # 81,912 B < 80 KiB
+    assert algorithms.build("all-gather", 6, "mpich:recursive-doubling", numel=6 * 3414, itemsize=4).name == \
+        "mpich_ring_all_gather"
+
+
+def test_sized_entries_ask_for_the_buffer():
+    with pytest.raises(ValueError, match="give numel="):
+        algorithms.build("all-reduce", 4, "mpich:ring")
+    with pytest.raises(ValueError, match="give itemsize="):
+        algorithms.build("all-reduce", 4, "mpich:default", numel=10)
