@@ -154,7 +154,7 @@ class Partition:
         """The (k, S) data of a (k, padded_numel) world (a view when :attr:`contiguous`, else a copy)."""
         if self.contiguous:
             return world[:, :self.numel]
-        return world[:, self._gather_index]
+        return np.take(world, self._gather_index, axis=1)  # C order (world[:, index] comes back F-ordered)
 
     # -- shards in the kernels' world ----------------------------------------------------------------------------
     def shard(self, world_row: np.ndarray, shard: int) -> np.ndarray:
