@@ -87,13 +87,13 @@ class Orders:
 
     # -- reading -----------------------------------------------------------------------------------------------
     def names(self, collective: str) -> tuple[str, ...]:
-        """The orders of ``collective``: the registry's textbook orders (read now; engine orders, cut per buffer,
-        are checked against their engines: a reduce-scatter here is the all-reduce's shards), gloo's native order
-        for sums, then yours."""
+        """The orders of ``collective``: the registry's textbook orders (read now; engine orders, named
+        ``engine:algorithm``, are checked against their engines: a reduce-scatter here is the all-reduce's shards),
+        gloo's native order for sums, then yours."""
         own = tuple(n for (c, n) in self._declared if c == collective)
         if not self.builtin:
             return own
-        textbook = tuple(a for a in algorithms.names(collective) if not algorithms.algorithm(collective, a).sized)
+        textbook = tuple(a for a in algorithms.names(collective) if ":" not in a)
         return textbook + ((GLOO_NATIVE,) if sums(collective) else ()) + own
 
     def all_names(self, collectives_: tuple[str, ...]) -> list[str]:
