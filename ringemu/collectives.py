@@ -34,13 +34,13 @@ from typing import Sequence
 
 import numpy as np
 
-from .dtypes import resolve_dtype
+from .dtypes import dtype_name, resolve_dtype
 from .execute import MODES, run_schedule
 from .faults.plan import as_plan
 from .layout import ChunkLayout
 from .partition import layout_for
 from .ledger import CommLedger
-from .algorithms import CONTRACTS, DEFAULT_ALGORITHM, build
+from .algorithms import CONTRACTS, DEFAULT_ALGORITHM, algorithm as _entry, build
 from .schedule import Schedule
 from .virtual import VirtualBuffer
 
@@ -168,6 +168,26 @@ def _schedule_of(collective: str, n: int, algorithm: str, ranks_per_node, schedu
     return schedule
 
 
+def _widened(collective: str, algorithm: str, world) -> np.ndarray | VirtualBuffer | list | None:
+    """The world in fp32 when ``algorithm`` sums this 16-bit float type in fp32 (:attr:`Algorithm.accumulate`:
+    upcast, run, round once), else None."""
+    dtype = _dtype(world)
+    if dtype.itemsize != 2 or dtype.kind == "i" or dtype_name(dtype) not in _entry(collective, algorithm).accumulate:
+        return None
+    if isinstance(world, VirtualBuffer):
+        return VirtualBuffer(world.shape, np.float32)
+    return [row.astype(np.float32) for row in world] if isinstance(world, list) else world.astype(np.float32)
+
+
+def _from_zero(collective: str, algorithm: str, results) -> None:
+    """Add +0 to each result in place where the entry's sum starts from +0 (:attr:`Algorithm.sum_from_zero`):
+    x + (+0) is x for every x but -0.0, which becomes +0.0."""
+    if _entry(collective, algorithm).sum_from_zero:
+        for row in results:
+            if row.dtype.kind != "i":
+                row[row == 0] = 0
+
+
 def _check_out(out, n: int, numel: int, dtype) -> None:
     if not isinstance(out, np.ndarray) or out.shape != (n, numel) or out.dtype != dtype:
         raise ValueError(f"out must be a numpy array of shape ({n}, {numel}) and dtype {dtype}; got "
@@ -210,13 +230,21 @@ def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "red
     is used and ``out`` is left as it was."""
     world = _rows(world, "world")
     n, numel = _shape(world)
+    wide = _widened("reduce-scatter", algorithm, world)
+    if wide is not None:  # the engine sums 16-bit floats in fp32 and rounds once
+        shards = reduce_scatter(wide, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
+                                ranks_per_node=ranks_per_node, schedule=schedule, faults=faults)
+        return [VirtualBuffer(s.shape, _dtype(world)) if isinstance(s, VirtualBuffer) else s.astype(_dtype(world))
+                for s in shards]
     schedule = _schedule_of("reduce-scatter", n, algorithm, ranks_per_node, schedule, numel, _dtype(world))
     layout = layout_for(schedule, numel)
     if isinstance(world, VirtualBuffer):
         _run(schedule, layout, world.dtype, None, ledger, label, mode, faults=faults)
         return [VirtualBuffer((layout.shard_payload(r),), world.dtype) for r in range(n)]
     padded = _reduce_into(schedule, world, layout, out, ledger, label, mode, faults)
-    return [layout.shard(padded[r], r) for r in range(n)]
+    shards = [layout.shard(padded[r], r) for r in range(n)]
+    _from_zero("reduce-scatter", algorithm, shards)
+    return shards
 
 
 def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_gather",
@@ -266,6 +294,18 @@ def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_red
     allocated when S is a multiple of the schedule's chunk count); ``out=world`` reduces in place."""
     world = _rows(world, "world")
     n, numel = _shape(world)
+    wide = _widened("all-reduce", algorithm, world)
+    if wide is not None:  # the engine sums 16-bit floats in fp32 and rounds once
+        if out is not None:
+            _check_out(out, n, numel, _dtype(world))
+        total = all_reduce(wide, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
+                           ranks_per_node=ranks_per_node, schedule=schedule, faults=faults)
+        if isinstance(total, VirtualBuffer):
+            return VirtualBuffer((n, numel), _dtype(world))
+        if out is None:
+            return total.astype(_dtype(world))
+        out[...] = total.astype(_dtype(world))
+        return out
     schedule = _schedule_of("all-reduce", n, algorithm, ranks_per_node, schedule, numel, _dtype(world))
     layout = layout_for(schedule, numel)
     if isinstance(world, VirtualBuffer):
@@ -273,9 +313,12 @@ def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_red
         return VirtualBuffer((n, numel), world.dtype)
     padded = _reduce_into(schedule, world, layout, out, ledger, label, mode, faults)
     if out is None or padded is out:
-        return layout.unpad(padded) if out is None else out
-    out[...] = layout.unpad(padded)
-    return out
+        result = layout.unpad(padded) if out is None else out
+    else:
+        out[...] = layout.unpad(padded)
+        result = out
+    _from_zero("all-reduce", algorithm, result)
+    return result
 
 
 def naive_all_reduce(world, *, ledger: CommLedger | None = None, label: str = "naive_all_reduce",

@@ -231,7 +231,12 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
 
     def point(numel: int) -> SweepPoint:
         seconds = {}
-        for name, (schedule, profile) in profiles.items():
+        for name in runnable:
+            if name not in profiles:  # an engine order: built and counted for this size
+                ledger = count_algorithm(collective, name, topology.n_ranks, numel, dt, topology.ranks_per_node)
+                seconds[name] = link_model(ledger, topology).seconds
+                continue
+            schedule, profile = profiles[name]
             record = _record(schedule, numel, dt, name).records[0]  # the size-only layout of this call
             seconds[name] = profile.seconds(record.layout.chunk_size * record.itemsize)
         for name in sorted(sized):  # an engine's own cut of this size: its ledger, priced per link and step

@@ -21,6 +21,13 @@ from ringemu.testing import algorithm_names, assert_matches_ringemu, float_world
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL = communicator_algorithms()
+TEXTBOOK = tuple(a for a in ALL if ":" not in a)
+# Engines whose reduce-scatter adds in their all-reduce's order, so ZeRO equals DP bit for bit on them too:
+# torch 2.13's gloo runs reduce_scatter_tensor as its all-reduce cut per shard (ProcessGroupGloo), XLA CPU sums
+# every collective in rank order (in_process_communicator.cc). Open MPI's reduce-scatter ring finishes each block on
+# its owner (coll_base_reduce_scatter.c) and its all-reduce ring on the rank before (coll_base_allreduce.c): other
+# associations, so ZeRO departs from DP there, as it would on Open MPI itself (test below).
+SAME_ORDER_ENGINES = ("gloo:ring", "xla-cpu:in-process")
 
 
 def _bits(a):
@@ -29,10 +36,12 @@ def _bits(a):
 
 
 def test_the_catalog_has_more_than_the_ring_and_every_name_runs_all_three_collectives():
-    # alg's guarantee: build(c, n, A) exists for all three collectives for every name A a world runs: the plain
-    # (textbook) names; the engine orders, named engine:algorithm, are the rest of the catalog
-    assert ALL == tuple(a for a in algorithms.names() if ":" not in a)
-    assert len(ALL) > 2 and ALL[0] == algorithms.DEFAULT_ALGORITHM
+    # alg's guarantee: build(c, n, A) exists for all three collectives for every textbook name A, which a world
+    # runs; the engine orders (engine:alg, for the collectives their engine has them) are the rest of the catalog
+    assert TEXTBOOK == tuple(a for a in algorithms.names() if ":" not in a)
+    assert len(TEXTBOOK) > 2 and ALL[0] == algorithms.DEFAULT_ALGORITHM
+    assert set(ALL) - set(TEXTBOOK) == {a for a in algorithms.names() if ":" in a
+                                        and all((c, a) in algorithms.REGISTRY for c in algorithms.COLLECTIVES)}
 
 
 # -- the emulated world and its Communicators --------------------------------------------------------------------
@@ -142,16 +151,17 @@ def test_count_by_recursive_doubling_sends_log2_n_whole_buffers(capsys):
     assert out["algorithm"] == "recursive-doubling" and out["max_sent_bytes_per_rank"] == 4_800
 
 
-@pytest.mark.parametrize("algorithm", ALL)
+@pytest.mark.parametrize("algorithm", TEXTBOOK + SAME_ORDER_ENGINES)
 def test_zero_keeps_parity_with_dp_for_every_algorithm(algorithm, capsys):
-    """`ringemu zero --stage all --ranks 8 --algorithm A`: every stage equals DP bit for bit, for every A."""
+    """`ringemu zero --stage all --ranks 8 --algorithm A`: every stage equals DP bit for bit, for every textbook A
+    and every engine whose reduce-scatter adds in its all-reduce's order."""
     assert main(["zero", "--stage", "all", "--ranks", "8", "--algorithm", algorithm, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["algorithm"] == algorithm and len(out["stages"]) == 4
     assert all(s["parity_with_dp"] for s in out["stages"])
 
 
-@pytest.mark.parametrize("algorithm, ratio", [("ring", "3/2"), ("gloo", "2")])
+@pytest.mark.parametrize("algorithm, ratio", [("ring", "3/2"), ("gloo:ring", "2")])
 def test_memory_shows_zero3_over_dp_per_algorithm(algorithm, ratio, capsys):
     # Expected: ZeRO §7.2, ZeRO-3 moves 3Ψ against DP's 2Ψ on a true ring; gloo's reduce-scatter is an
     # all-reduce (2Ψ), so ZeRO-3 = 1Ψ + 1Ψ + 2Ψ = 4Ψ = 2 × DP. Ψ = 8,000 on 8 ranks: no padding.
@@ -192,3 +202,17 @@ def test_the_name_scan_catches_a_table():
     assert _listed_names('RUN = {"all-reduce": f, "reduce-scatter": g}') == [(1, ["all-reduce", "reduce-scatter"])]
     assert _listed_names('CHOICES = ("native", "ring", "tree")') == [(1, ["ring", "tree"])]
     assert _listed_names('__all__ = ["all_reduce", "reduce_scatter"]') == []
+
+
+@pytest.mark.parametrize("algorithm", ["ompi:ring", "ompi:default"])
+def test_zero_departs_from_dp_on_open_mpi_s_own_orders_unless_sums_are_exact(algorithm, capsys):
+    # the model's float gradients: Open MPI's reduce-scatter associates each block's sum differently from its
+    # all-reduce (module comment above), so ZeRO's weights differ from DP's; integer-block gradients sum exactly
+    # in any order, so parity holds there. A finding of the engine orders, not a fault of the stages.
+    assert main(["zero", "--stage", "zero2", "--ranks", "5", "--algorithm", algorithm, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    zero2 = next(s for s in out["stages"] if s["name"] == "zero2")
+    assert not zero2["parity_with_dp"] and "final master" in zero2["parity_mismatches"]
+    assert main(["zero", "--stage", "zero2", "--ranks", "5", "--algorithm", algorithm, "--grads", "blocks",
+                 "--json"]) == 0
+    assert all(s["parity_with_dp"] for s in json.loads(capsys.readouterr().out)["stages"])

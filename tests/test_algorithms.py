@@ -11,6 +11,7 @@ from hypothesis import given, strategies as st
 from ringemu import algorithms, collectives
 from ringemu.algorithms import COLLECTIVES, REGISTRY, build, cost, names
 from ringemu.layout import ChunkLayout
+from ringemu.partition import layout_for
 from ringemu.ledger import CommLedger
 from ringemu.provenance import ProvenanceError, check_provenance
 from ringemu.schedule import Schedule
@@ -30,26 +31,29 @@ def rebuilt(s: Schedule, table: np.ndarray) -> Schedule:
 
 
 def ledger_of(collective, n, name, numel, dtype="fp32", **options):
-    s = build(collective, n, name, **options)
+    s = build(collective, n, name, numel=numel, itemsize=4, **options)
     ledger = CommLedger()
-    record = ledger.record(s, ChunkLayout(numel, s.n_chunks, n), dtype, "x", size_only=True)
+    record = ledger.record(s, layout_for(s, numel), dtype, "x", size_only=True)
     return s, ledger, record
 
 
 # -- the registry ---------------------------------------------------------------------------------------------
 def test_every_algorithm_exists_for_every_collective_with_its_metadata():
     assert {"ring", "naive", "bidirectional-ring", "halving-doubling", "recursive-doubling", "tree",
-            "double-binary-tree", "hierarchical-ring", "gloo"} <= set(NAMES)  # issue's catalog
-    for name in NAMES:
+            "double-binary-tree", "hierarchical-ring", "gloo:ring"} <= set(names())  # issue's catalog
+    for name in names():
         for collective in COLLECTIVES:
+            if (collective, name) not in REGISTRY:  # an engine order may exist for some collectives only
+                assert name not in NAMES and name.split(":")[0] in ("nccl",)
+                continue
             entry = algorithms.algorithm(collective, name)
             assert entry.summary and entry.source and entry.engines
             assert isinstance(entry.cost(4, 64, Fraction(1), Fraction(1), **(
-                {"ranks_per_node": 2} if entry.options else {})), Fraction)
+                {"ranks_per_node": 2} if "ranks_per_node" in entry.options else {})), Fraction)
 
 
 def test_derived_reduce_scatters_say_so():
-    for name in ("naive", "recursive-doubling", "tree", "double-binary-tree", "gloo"):
+    for name in ("naive", "recursive-doubling", "tree", "double-binary-tree", "gloo:ring"):
         summary = algorithms.algorithm("reduce-scatter", name).summary
         assert "keeping" in summary and "own" in summary
 
@@ -161,7 +165,7 @@ def test_traffic_per_link_and_step_for_powers_of_two(n):
     assert [t.bytes for t in rec.steps] == [n * h * chunk_bytes for h in halves + halves[::-1]]
     # gloo's reduce-scatter sends 2.00x a ring reduce-scatter (it is a ring all-reduce)
     ring = ledger_of("reduce-scatter", n, "ring", numel)[1].total().bytes
-    assert ledger_of("reduce-scatter", n, "gloo", numel)[1].total().bytes == 2 * ring
+    assert ledger_of("reduce-scatter", n, "gloo:ring", numel)[1].total().bytes == 2 * ring
     # tree: every tree edge carries all N segments up and all N down
     s, led, rec = ledger_of("all-reduce", n, "tree", numel)
     edges = {(i, (i - 1) // 2) for i in range(1, n)}
@@ -237,7 +241,7 @@ def test_textbook_costs():
         assert cost("all-reduce", "halving-doubling", n, s, a, b) == 2 * log * a + Fraction(2 * (n - 1), n) * s * b
         assert cost("all-reduce", "recursive-doubling", n, s, a, b) == log * (a + s * b)
         assert cost("reduce-scatter", "halving-doubling", n, s, a, b) == log * a + Fraction(n - 1, n) * s * b
-        assert cost("reduce-scatter", "gloo", n, s, a, b) == 2 * cost("reduce-scatter", "ring", n, s, a, b)
+        assert cost("reduce-scatter", "gloo:ring", n, s, a, b) == 2 * cost("reduce-scatter", "ring", n, s, a, b)
     assert cost("all-reduce", "bidirectional-ring", 8, s, a, b) == 14 * a + Fraction(7, 8) * s * b
 
 

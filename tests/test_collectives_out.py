@@ -11,6 +11,7 @@ import ringemu
 from ringemu import algorithms
 from ringemu.execute import run_schedule
 from ringemu.layout import ChunkLayout
+from ringemu.partition import layout_for
 from strategies import float_worlds, integer_worlds
 
 
@@ -18,9 +19,9 @@ def same_bits(a, b):
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
-def algorithm_for(data, n, collective="all-reduce"):
-    return data.draw(st.sampled_from([a for a in algorithms.names(collective)
-                                      if algorithms.algorithm(collective, a).unsupported(n) is None]))
+def algorithm_for(data, n):
+    return data.draw(st.sampled_from([a for a in algorithms.names("all-reduce")
+                                      if algorithms.algorithm("all-reduce", a).unsupported(n) is None]))
 
 
 @given(data=st.data(), world=st.one_of(float_worlds(max_ranks=12, max_numel=80),
@@ -39,7 +40,7 @@ def test_out_and_in_place_equal_a_fresh_all_reduce(data, world):
 
 @given(data=st.data(), world=float_worlds(max_ranks=12, max_numel=80))
 def test_reduce_scatter_into_out_gives_the_same_shards(data, world):
-    algorithm = algorithm_for(data, world.shape[0], "reduce-scatter")
+    algorithm = algorithm_for(data, world.shape[0])
     fresh = ringemu.reduce_scatter(world, algorithm=algorithm)
     buf = np.empty_like(world)
     for got, want in zip(ringemu.reduce_scatter(world, out=buf, algorithm=algorithm), fresh):
@@ -51,10 +52,10 @@ def test_reduce_scatter_into_out_gives_the_same_shards(data, world):
        dtype=st.sampled_from(["fp32", "bf16", "fp16", "int64"]), tile=st.sampled_from([None, 1, 8, 64]),
        threads=st.sampled_from([1, 2]), streaming=st.booleans())
 def test_loading_inside_the_walk_equals_copying_first(data, n, numel, dtype, tile, threads, streaming):
-    key = data.draw(st.sampled_from([k for k, a in sorted(algorithms.REGISTRY.items())
-                                     if a.unsupported(n) is None and not a.sized]))  # engine orders: cut per buffer
-    schedule = algorithms.build(key[0], n, key[1])
-    layout = ChunkLayout(numel, schedule.n_chunks, n)
+    key = data.draw(st.sampled_from([k for k, a in sorted(algorithms.REGISTRY.items()) if a.unsupported(n) is None]))
+    schedule = algorithms.build(key[0], n, key[1], numel=numel,
+                                itemsize=ringemu.dtypes.resolve_dtype(dtype).itemsize)
+    layout = layout_for(schedule, numel)
     rng = np.random.default_rng(numel)
     source = rng.integers(-40, 40, (n, layout.padded_numel if not layout.contiguous else numel))
     source = source.astype(ringemu.dtypes.resolve_dtype(dtype))

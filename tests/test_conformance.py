@@ -154,7 +154,7 @@ def test_ringemu_torch_backend_conforms(algorithm, order):
     require_torch()
     from ringemu.worlds.torch_launch import TorchWorld
 
-    # N >= 4 and S >= 16: below that gloo's order and the ring's can coincide (ringemu.testing.gloo_order)
+    # N >= 4 and S >= 16: below that gloo's order and the ring's can coincide (ringemu.algorithms.gloo)
     report = check_communicator(lambda n: TorchWorld(n, algorithm=algorithm, timeout=120), name=f"torch {algorithm}",
                                 min_ranks=4, max_ranks=5, max_numel=40, min_numel=16, max_examples=4,
                                 dtypes=("int32", "int64", "fp32", "bf16"))

@@ -8,7 +8,6 @@ from hypothesis import given, strategies as st
 
 from ringemu import all_reduce, identify, identify_dump, reduce_scatter
 from ringemu.algorithms import names
-from ringemu.testing.gloo_order import gloo_ring_sum
 
 
 def _normal(n, numel, seed=0, dtype=np.float32):
@@ -49,9 +48,10 @@ def test_an_order_no_entry_has_gets_the_nearest_departure():
 
 def test_gloo_s_order_is_not_the_ring_at_four_ranks_and_more():
     world = _normal(5, 5000, seed=1)
-    gloo = gloo_ring_sum(world)  # the order gloo adds in, checked against torch's gloo in test_torch_backend.py
-    found = identify(world, [gloo.copy() for _ in range(5)], "all-reduce", candidates=["ring"])
-    assert found.matches == () and found.nearest.differing > 0
+    gloo = all_reduce(world, algorithm="gloo:ring")  # checked against torch's gloo: tests/test_engines.py
+    found = identify(world, list(gloo), "all-reduce", candidates=["ring", "gloo:ring"])
+    assert found.matches == ("gloo:ring",)
+    assert identify(world, list(gloo), "all-reduce", candidates=["ring"]).nearest.differing > 0
 
 
 def test_reduce_scatter_dumps_and_the_command_line(tmp_path):

@@ -11,7 +11,6 @@ torch = require_torch()
 
 from ringemu import collectives  # noqa: E402
 from ringemu.worlds import RankFailure  # noqa: E402
-from ringemu.testing.gloo_order import gloo_chunk_bounds, gloo_ring_sum  # noqa: E402
 from ringemu.worlds.torch_launch import TorchWorld  # noqa: E402
 from ringemu.blocks import integer_blocks  # noqa: E402
 from ringemu.dtypes import resolve_dtype  # noqa: E402
@@ -86,12 +85,12 @@ def _float_world(n, per_rank):
 
 @pytest.mark.parametrize("n", [4, 7])
 def test_float_sums_follow_gloo_order_not_the_ring(n):
-    """Measured fact: gloo adds floats in its own ring order (gloo_order's model reproduces every bit), which for
+    """Measured fact: gloo adds floats in its own ring order (the registry's gloo:ring reproduces every bit), which for
     N >= 4 differs from ringemu's ring on many elements; its reduce-scatter is the slice of its all-reduce."""
     numels = [n * 1000 + 3, 5 * n + 1, 2] + ([3_000_001] if n == 4 else [])  # 12 MB fp32: above the 1 MiB cap
     per_rank = TorchWorld(n, timeout=120).run(_float_cases, 7, numels)
     for case, dtype, numel, world in _float_world(n, per_rank):
-        gloo = gloo_ring_sum(world)
+        gloo = collectives.all_reduce(world, algorithm="gloo:ring")[0]
         layout_ar = per_rank[0][case][4]
         rs = np.concatenate([per_rank[r][case][3] for r in range(n)])
         for r in range(n):
@@ -114,19 +113,6 @@ def test_ring_algorithm_equals_emulator_on_floats(n):
         for r in range(n):
             assert np.array_equal(_bits(per_rank[r][case][3]), _bits(want_rs[r])), (dtype, numel, r)
             assert np.array_equal(_bits(per_rank[r][case][4]), _bits(want_ar[r])), (dtype, numel, r)
-
-
-def test_gloo_chunk_bounds_examples():
-    """Examples worked by hand from gloo/allreduce.cc's segment formula (see gloo_order's docstring)."""
-    # 4003 fp32 on 4 ranks: 16012 B / 8 = 2001.5 -> 2002 -> roundUp(4) = 2004 B = 501 elements; 2 per chunk
-    assert gloo_chunk_bounds(4003, 4, 4) == [(0, 1002), (1002, 2004), (2004, 3006), (3006, 4003)]
-    # 7 fp32 on 3 ranks: 28 B / 6 -> 5 -> 8 B = 2 elements; 6 segments, 2 per chunk: chunks of 4, the last empty
-    assert gloo_chunk_bounds(7, 3, 4) == [(0, 4), (4, 7), (7, 7)]
-    assert gloo_chunk_bounds(0, 3, 2) == [(0, 0)] * 3
-    # 5,000,003 bf16 on 4 ranks: 10,000,006 B needs ceil(/1 MiB) = 10 segments -> roundUp(4) = 12 segments of
-    # ceil(10,000,006 / 12) = 833,334 B; 3 per chunk = 2,500,002 B = 1,250,001 elements (not 1,250,002)
-    assert gloo_chunk_bounds(5_000_003, 4, 2) == [(0, 1_250_001), (1_250_001, 2_500_002), (2_500_002, 3_750_003),
-                                                  (3_750_003, 5_000_003)]
 
 
 # -- failures: reported, and no rank process left behind ----------------------------------------------------------

@@ -13,4 +13,4 @@ One module per engine (``gloo``, ``ompi``, ``mpich``, ``xla``), each with the sa
 ``tests/test_engines.py`` runs the quick slices. Where each engine installs and how its algorithms are forced:
 ``.ci/run`` and ENGINES.md beside the project.
 """
-ENGINES: tuple[str, ...] = ("ompi", "mpich")  # one module each
+ENGINES: tuple[str, ...] = ("gloo", "ompi", "mpich", "xla")  # one module each

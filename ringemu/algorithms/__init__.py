@@ -84,6 +84,15 @@ class Algorithm:
     entry but ``naive``, whose cost is the one-port model of the lesson (rank 0's port carries N-1 buffers each
     way) while the ledger times each link on its own.
     ``unsupported(n_ranks)`` returns None, or the reason this algorithm cannot run on ``n_ranks`` ranks.
+
+    Reduction semantics, written down per entry (DESIGN.md, "A schedule carries its partition"):
+    ``average`` is how the entry's engine takes an average (ReduceOp.AVG): ``"divide"`` (the sum, then ÷N in the
+    tensor's type), ``"premultiply"`` (each rank's input × T(1/N) in its own type before the sum, NCCL's
+    ncclAvg) or None (the engine has no AVG: gloo). ``accumulate`` names the 16-bit float types the engine sums in
+    fp32 (upcast, run the schedule in fp32, round once at the end; the bytes are then fp32's, as the engine moves
+    them: XLA CPU's ``("bf16",)``); the others use 16-bit wire arithmetic (fp32 add rounded per hop). ``sum_from_zero``: the engine's sum
+    starts from +0, ``((+0 + x0) + x1) + ...``, which equals the schedule's sum followed by adding +0 bit for bit
+    (it only turns a -0.0 total into +0.0); the collectives apply that last addition.
     """
 
     collective: str
@@ -96,6 +105,9 @@ class Algorithm:
     unsupported: Callable[[int], str | None] = field(default=_any_n)
     options: tuple[str, ...] = ()  # keyword options of build: "ranks_per_node", "numel", "itemsize"
     modelled: str = ""  # empty: checked against the running engine; else how it was modelled (from which source)
+    average: str | None = "divide"  # ReduceOp.AVG: "divide", "premultiply" or None (no AVG); see the class doc
+    accumulate: tuple[str, ...] = ()  # 16-bit types summed in fp32 and rounded once ("bf16"); others per hop
+    sum_from_zero: bool = False  # the engine's sum starts from +0 (a -0.0 total becomes +0.0)
 
     @property
     def sized(self) -> bool:
@@ -109,8 +121,9 @@ class Algorithm:
 
 # The family modules of this package, in the catalog's display order: adding an algorithm is one new module and
 # its name here.
-_FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "engines",
-             "ompi_allreduce", "ompi_reduce_scatter", "ompi_allgather", "ompi_decision")
+_FAMILIES = ("ring", "bidirectional", "halving_doubling", "recursive_doubling", "tree", "hierarchical", "gloo",
+             "xla_cpu", "nccl_ring", "nccl_tree")
+_FAMILIES += ("ompi_allreduce", "ompi_reduce_scatter", "ompi_allgather", "ompi_decision")  # Open MPI 5.0
 _FAMILIES += ("mpich_allreduce", "mpich_reduce_scatter", "mpich_allgather", "mpich_decision")  # MPICH 5.0
 
 

@@ -71,7 +71,8 @@ def _draw(kind: str, schedule, dtype, rng) -> Fault:
     _, src, dst, chunk, _ = schedule.table[int(rng.integers(bounds[step], bounds[step + 1]))].tolist()
     extra: dict = {}
     if kind == "corrupt":
-        width = layout_for(schedule, _numel(schedule.n_ranks)).chunk_size
+        layout = layout_for(schedule, _numel(schedule.n_ranks))  # an engine's chunk: its own length
+        width = layout.payload(chunk) if schedule.partition else layout.chunk_size
         extra = {"elem": int(rng.integers(width)), "bits": (int(rng.integers(dtype.itemsize * 8)),)}
     if kind == "misroute":
         extra = {"to": int(rng.choice([r for r in range(schedule.n_ranks) if r != dst]))}

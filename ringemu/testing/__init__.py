@@ -17,8 +17,6 @@
 * :mod:`ringemu.testing.optimizer_diff` — :func:`assert_sharded_matches`: a sharded optimizer's states against
   a data-parallel reference, naming the first step, state, shard and element that differ;
 * :mod:`ringemu.testing.traffic` — :func:`assert_traffic`: a ledger against expected bytes or collective calls;
-* :mod:`ringemu.testing.gloo_order` — a model of the order in which torch's gloo adds floats (a reference order of
-  the conformance suite and the oracle of the torch backend's tests);
 * :mod:`ringemu.testing.warmup` — :func:`warm_kernels`, which the pytest plugin (:mod:`ringemu.pytest_plugin`)
   calls once per session so that no hypothesis example pays for compiling.
 

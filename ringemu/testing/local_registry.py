@@ -2,9 +2,9 @@
 
 An :class:`Orders` object holds, per collective, the orders a communicator's results may follow and the traffic
 each sends. By default it holds ringemu's own: every algorithm :func:`ringemu.algorithms.names` lists for the
-collective (read from the registry when asked, never copied) and, for the sums, :data:`GLOO_NATIVE` (the order
-torch's gloo really adds in, :mod:`ringemu.testing.gloo_order`; bits only: the registry's ``gloo`` entry is its
-traffic). :meth:`Orders.declare` adds your own without touching the global registry, in either of two forms:
+collective (read from the registry when asked, never copied), engine orders included (:data:`GLOO_NATIVE` is
+the registry's ``gloo:ring``, the order and traffic torch's gloo really has). :meth:`Orders.declare` adds your own
+without touching the global registry, in either of two forms:
 
 * ``schedule=`` — a function ``n_ranks -> Schedule`` (:class:`ringemu.schedule.Schedule`) of the collective; its
   results and its traffic (a :class:`~ringemu.ledger.CommLedger` of it) are ringemu's, exactly as for a
@@ -29,11 +29,10 @@ from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..schedule import ADD, Schedule
 from ..virtual import VirtualBuffer
-from .gloo_order import gloo_ring_sum
 
 __all__ = ["GLOO_NATIVE", "COUNTS", "Declared", "Orders", "sums"]
 
-GLOO_NATIVE = "gloo native"  # gloo's own order of addition (:mod:`.gloo_order`); the registry's "gloo" is its traffic
+GLOO_NATIVE = "gloo:ring"  # torch 2.13 gloo's own order and traffic: a registry entry (ringemu.algorithms.gloo)
 COUNTS = ("payload", "padded")  # bytes as an engine that never pads sends them, or with the ring's padding
 
 
@@ -87,14 +86,11 @@ class Orders:
 
     # -- reading -----------------------------------------------------------------------------------------------
     def names(self, collective: str) -> tuple[str, ...]:
-        """The orders of ``collective``: the registry's textbook orders (read now; engine orders, named
-        ``engine:algorithm``, are checked against their engines: a reduce-scatter here is the all-reduce's shards),
-        gloo's native order for sums, then yours."""
+        """The orders of ``collective``: the registry's (read now; engine orders included), then yours."""
         own = tuple(n for (c, n) in self._declared if c == collective)
         if not self.builtin:
             return own
-        textbook = tuple(a for a in algorithms.names(collective) if ":" not in a)
-        return textbook + ((GLOO_NATIVE,) if sums(collective) else ()) + own
+        return algorithms.names(collective) + own
 
     def all_names(self, collectives_: tuple[str, ...]) -> list[str]:
         return sorted({o for c in collectives_ for o in self.names(c)})
@@ -103,14 +99,13 @@ class Orders:
         entry = self._declared.get((collective, name))
         if entry is not None:
             return entry.schedule is not None or entry.traffic is not None
-        return name != GLOO_NATIVE
+        return True
 
     def runs_on(self, collective: str, name: str, n_ranks: int) -> bool:
         """Whether ``name`` is defined on ``n_ranks`` ranks (a registry algorithm may need a power of two)."""
-        if (collective, name) in self._declared or name == GLOO_NATIVE:
+        if (collective, name) in self._declared:
             return True
-        need = (collective,) if collective != "reduce-scatter" else (collective, "all-reduce")
-        return all(algorithms.algorithm(c, name).unsupported(n_ranks) is None for c in need)
+        return algorithms.algorithm(collective, name).unsupported(n_ranks) is None
 
     def results(self, collective: str, name: str, world: np.ndarray) -> list[np.ndarray] | None:
         """Every rank's result of ``collective`` on ``world`` (N, S) in order ``name``; None where it does not run
@@ -118,21 +113,18 @@ class Orders:
         n, numel = world.shape
         if not self.runs_on(collective, name, n):
             return None
-        layout = ChunkLayout(numel, n)
         entry = self._declared.get((collective, name))
         with np.errstate(over="ignore", invalid="ignore"):
             if entry is not None and entry.results is not None:
                 return [np.asarray(r) for r in entry.results(world.copy())]
             if entry is not None:
                 return _run_schedule(collective, world, entry.schedule(n))
-            if name == GLOO_NATIVE:
-                rows = np.broadcast_to(gloo_ring_sum(world), world.shape)
-            elif collective == "all-gather":
+            if collective == "all-gather":
                 rows = collectives.all_gather(_shards(world), algorithm=name)
+            elif collective == "reduce-scatter":  # the reduce-scatter order itself (an engine's may not be its AR's)
+                return [np.array(s) for s in collectives.reduce_scatter(world, algorithm=name)]
             else:
                 rows = collectives.all_reduce(world, algorithm=name)
-        if collective == "reduce-scatter":
-            return [np.array(rows[r][layout.payload_slice(r)]) for r in range(n)]
         return [np.array(rows[r]) for r in range(n)]
 
     def sent_bytes(self, collective: str, name: str, n_ranks: int, numel: int, dtype, count: str) -> list[int] | None:

@@ -161,10 +161,10 @@ def shard_layouts(numel=None, n_ranks=None, kinds: Sequence[str] = LAYOUT_KINDS,
                   max_numel: int = 200):
     """(kind, [(start, stop) per rank]) for a flat buffer of S elements on N ranks: ``chunk-layout`` is
     ``ChunkLayout(S, N)`` (shards of ceil(S/N), trailing ones short or empty), ``array-split`` is
-    ``np.array_split`` (the first S mod N shards one longer), ``gloo`` gloo's chunks
-    (:func:`~ringemu.testing.gloo_order.gloo_chunk_bounds`, fp32)."""
+    ``np.array_split`` (the first S mod N shards one longer), ``gloo`` gloo's per-rank chunks of its ring
+    all-reduce (:func:`ringemu.algorithms.gloo.gloo_segments`, fp32: P consecutive segments per rank)."""
+    from ..algorithms.gloo import gloo_segments
     from ..layout import ChunkLayout
-    from .gloo_order import gloo_chunk_bounds
 
     st = _st()
     for k in kinds:
@@ -183,7 +183,9 @@ def shard_layouts(numel=None, n_ranks=None, kinds: Sequence[str] = LAYOUT_KINDS,
             edges = np.cumsum([0] + [len(a) for a in np.array_split(np.arange(s), n)])
             bounds = [(int(edges[r]), int(edges[r + 1])) for r in range(n)]
         else:
-            bounds = gloo_chunk_bounds(s, n, 4)
+            _, per_rank, segment_bytes = gloo_segments(n, s, 4)
+            chunk = per_rank * segment_bytes // 4  # elements per rank's run of segments
+            bounds = [(min(s, r * chunk), min(s, (r + 1) * chunk)) for r in range(n)]
         return kind, bounds
 
     return build()

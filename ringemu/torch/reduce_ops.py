@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import collectives
+from .. import algorithms, collectives
 from ..layout import ChunkLayout
 from ..torch_tensors import EXACT_NUMPY_OF
 from .counting import record_collective
@@ -105,9 +105,14 @@ def reduce_one(collective: str, name: str, factor, rows: list[np.ndarray], outs:
     schedule (the spawn keeps one per collective: building the ring's table is not paid per call)."""
     n = len(rows)
     dtype = rows[0].dtype
+    average = algorithms.algorithm(collective, algorithm).average if name == "AVG" else None
+    if name == "AVG" and average is None:
+        raise NotImplementedError(f"AVG with algorithm {algorithm!r}: its engine has no AVG (use SUM and divide)")
     if name in ("SUM", "AVG", "PREMUL_SUM") and dtype not in _EXACT:
         if name == "PREMUL_SUM":
             rows = _premultiplied(rows, factor)
+        elif average == "premultiply":  # NCCL's AVG: each input × T(float(1/N)) before the sum (enqueue.cc)
+            rows = _premultiplied(rows, float(np.float32(1.0 / n)) if dtype.itemsize < 8 else 1.0 / n)
         schedule = schedule_of(collective, n) if schedule_of is not None else None
         world = scratch((n, rows[0].size), dtype)
         for r, row in enumerate(rows):
@@ -116,7 +121,7 @@ def reduce_one(collective: str, name: str, factor, rows: list[np.ndarray], outs:
         result = run(world, ledger=ledger, label=label, mode=mode, algorithm=algorithm, out=world, schedule=schedule)
         for r in range(n):
             np.copyto(outs[r], result[r])
-        if name == "AVG":
+        if average == "divide":  # sum, then ÷ N in the tensor's dtype
             for out in outs:
                 np.copyto(out, (out.astype(np.float64) / n).astype(out.dtype) if out.dtype.itemsize == 8
                           else (out.astype(np.float32) / np.float32(n)).astype(out.dtype))

@@ -27,10 +27,11 @@ NATIVE = "native"  # a real engine's own collectives (the torch backend); every 
 
 def communicator_algorithms() -> tuple[str, ...]:
     """The registry's algorithm names that a Communicator can run: those built for all three collectives, in
-    catalog order, each for any buffer (an engine order cut for one buffer length is run by the collectives)."""
+    catalog order — the textbook orders and the engine orders an engine has for all three (built for each buffer:
+    the worlds keep one schedule per length and element size). Only the textbook orders promise that the
+    reduce-scatter adds in the all-reduce's order (so that ZeRO equals DP bit for bit); an engine's may not."""
     return tuple(a for a in algorithms.names()
-                 if all((c, a) in algorithms.REGISTRY and not algorithms.REGISTRY[(c, a)].sized
-                        for c in algorithms.COLLECTIVES))  # engine orders, cut per buffer: call the collectives
+                 if all((c, a) in algorithms.REGISTRY for c in algorithms.COLLECTIVES))
 
 
 def check_algorithm(name: object, n_ranks: int, ranks_per_node: int | None = None) -> str:

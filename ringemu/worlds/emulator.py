@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from .. import collectives
+from .. import algorithms, collectives
 from ..algorithms import DEFAULT_ALGORITHM, check_ranks_per_node
 from ..checks import check_n_ranks, check_timeout
 from ..execute import MODES

@@ -68,6 +68,8 @@ def count_collective(ledger: CommLedger | None, schedules: ScheduleCache, op: st
     :mod:`ringemu.collectives` records for a VirtualBuffer world, with the world's shared schedule)."""
     if ledger is None:
         return
+    if dtype_name(dtype) in algorithms.algorithm(collective_of(op), algorithm).accumulate:
+        dtype = "fp32"  # the engine sums this type in fp32 and moves fp32 (Algorithm.accumulate)
     schedule = schedules.get(op, algorithm, numel, resolve_dtype(dtype).itemsize)
     ledger.record(schedule, layout_for(schedule, numel), dtype, label, size_only=True)
 
