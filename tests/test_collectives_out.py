@@ -19,9 +19,9 @@ def same_bits(a, b):
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
-def algorithm_for(data, n):
-    return data.draw(st.sampled_from([a for a in algorithms.names("all-reduce")
-                                      if algorithms.algorithm("all-reduce", a).unsupported(n) is None]))
+def algorithm_for(data, n, collective="all-reduce"):
+    return data.draw(st.sampled_from([a for a in algorithms.names(collective)
+                                      if algorithms.algorithm(collective, a).unsupported(n) is None]))
 
 
 @given(data=st.data(), world=st.one_of(float_worlds(max_ranks=12, max_numel=80),
@@ -40,7 +40,7 @@ def test_out_and_in_place_equal_a_fresh_all_reduce(data, world):
 
 @given(data=st.data(), world=float_worlds(max_ranks=12, max_numel=80))
 def test_reduce_scatter_into_out_gives_the_same_shards(data, world):
-    algorithm = algorithm_for(data, world.shape[0])
+    algorithm = algorithm_for(data, world.shape[0], "reduce-scatter")
     fresh = ringemu.reduce_scatter(world, algorithm=algorithm)
     buf = np.empty_like(world)
     for got, want in zip(ringemu.reduce_scatter(world, out=buf, algorithm=algorithm), fresh):
