@@ -43,6 +43,9 @@ def test_every_algorithm_exists_for_every_collective_with_its_metadata():
             "double-binary-tree", "hierarchical-ring", "gloo:ring"} <= set(names())  # issue's catalog
     for name in names():
         for collective in COLLECTIVES:
+            if (collective, name) not in REGISTRY:  # an engine order may exist for some collectives only
+                assert name not in NAMES and name.split(":")[0] in ("nccl", "ompi", "mpich")
+                continue
             entry = algorithms.algorithm(collective, name)
             assert entry.summary and entry.source and entry.engines
             assert isinstance(entry.cost(4, 64, Fraction(1), Fraction(1), **(

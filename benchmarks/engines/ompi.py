@@ -66,17 +66,23 @@ def _edges(byte_bounds, itemsize: int) -> set[int]:
     return {c for c in out if c >= 0}
 
 
-def _sizes(collective: str, n: int, itemsize: int, quick: bool) -> list[int]:
+_BY_BYTES = ("ompi:default", "ompi:nonoverlapping")  # the entries whose choice reads the message's bytes
+
+
+def _sizes(collective: str, entry: str, n: int, itemsize: int, quick: bool) -> list[int]:
+    """Element counts per rank: the count thresholds of every entry, and (quick: only for the entries that choose
+    by bytes) both sides of the byte thresholds of the fixed rules and of tuned's reduce decision."""
     p = 1 << (n.bit_length() - 1)
+    by_bytes = not quick or entry in _BY_BYTES
     if collective == "all-reduce":
         base = {0, 1, n - 1, n, n + 1, p - 1, p, p + 1, 2 * n + 1, 997}
         rules = (8, 16, 4096, 8192, 16384) if quick else (8, 16, 32, 256, 4096, 8192, 16384, 65536, 262144)
-        return sorted(base | _edges(rules, itemsize) | (set() if quick else {10007}))
+        return sorted(base | (_edges(rules, itemsize) if by_bytes else set()) | (set() if quick else {10007}))
     if collective == "reduce-scatter":
         per_rank = (0, 1, 2, 5, 17) if quick else (0, 1, 2, 3, 5, 17, 251, 1001)
         uneven = {n + 1, 2 * n - 1, 997} if n > 1 else set()
         rules = (8, 4096, 65536) if quick else (8, 4096, 8192, 65536, 131072, 262144)
-        return sorted({n * c for c in per_rank} | uneven | _edges(rules, itemsize))
+        return sorted({n * c for c in per_rank} | uneven | (_edges(rules, itemsize) if by_bytes else set()))
     blocks = (0, 1, 3) if quick else (0, 1, 3, 250)  # MPI_Allgather takes equal blocks
     return sorted(n * c for c in blocks)
 
@@ -85,11 +91,11 @@ def _plan(quick: bool) -> list[dict]:
     plan = []
     for collective, forced in _FORCED.items():
         for entry, alg in forced.items():
-            for i, n in enumerate(QUICK_RANKS if quick else FULL_RANKS):
+            for n in QUICK_RANKS if quick else FULL_RANKS:
                 if algorithms.algorithm(collective, entry).unsupported(n) is not None:
                     continue
                 cases = [{"key": f"{collective}|{entry}|{n}|{dt}|{s}", "numel": s, "dtype": dt, "seed": SEED}
-                         for dt in DTYPES for s in _sizes(collective, n, np.dtype(dt).itemsize, quick)]
+                         for dt in DTYPES for s in _sizes(collective, entry, n, np.dtype(dt).itemsize, quick)]
                 plan.append({"collective": collective, "entry": entry, "algorithm": alg, "n": n, "cases": cases})
     return plan
 

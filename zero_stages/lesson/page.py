@@ -54,7 +54,8 @@ def stepper_panel(n_ranks: int, seed: int = 0, default: str | None = None) -> di
     if default not in runnable:
         raise ValueError(f"algorithm {default!r} does not run on {n_ranks} ranks: "
                          f"{algorithm(STEPPER_COLLECTIVE, default).unsupported(n_ranks)}")
-    numel = max(max(n_ranks, build(STEPPER_COLLECTIVE, n_ranks, a).n_chunks) for a in runnable)
+    numel = max(max(n_ranks, build(STEPPER_COLLECTIVE, n_ranks, a).n_chunks) for a in runnable
+                if not algorithm(STEPPER_COLLECTIVE, a).sized)  # engine orders are cut for this numel
     out = {}
     for name in [default] + [a for a in runnable if a != default]:
         trace, ledger, inputs = trace_algorithm(STEPPER_COLLECTIVE, name, n_ranks, numel=numel, seed=seed)
