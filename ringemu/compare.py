@@ -221,25 +221,15 @@ def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
     refused = refused + [(name, "cut for each buffer size (an engine's own partition): in the table, not swept")
                          for name in sized]
     profiles = {}
-    sized = {name for name in runnable if algorithms.algorithm(collective, name).sized}
     for name in runnable:  # each schedule is built and walked once; each size only re-prices its chunks
-        if name not in sized:
-            schedule = algorithms.build(collective, topology.n_ranks, name, ranks_per_node=topology.ranks_per_node)
-            profiles[name] = (schedule, LinkProfile(schedule, topology))
+        schedule = algorithms.build(collective, topology.n_ranks, name, ranks_per_node=topology.ranks_per_node)
+        profiles[name] = (schedule, LinkProfile(schedule, topology))
 
     def point(numel: int) -> SweepPoint:
         seconds = {}
-        for name in runnable:
-            if name not in profiles:  # an engine order: built and counted for this size
-                ledger = count_algorithm(collective, name, topology.n_ranks, numel, dt, topology.ranks_per_node)
-                seconds[name] = link_model(ledger, topology).seconds
-                continue
-            schedule, profile = profiles[name]
+        for name, (schedule, profile) in profiles.items():
             record = _record(schedule, numel, dt, name).records[0]  # the size-only layout of this call
             seconds[name] = profile.seconds(record.layout.chunk_size * record.itemsize)
-        for name in sorted(sized):  # an engine's own cut of this size: its ledger, priced per link and step
-            ledger = count_algorithm(collective, name, topology.n_ranks, numel, dt, topology.ranks_per_node)
-            seconds[name] = link_model(ledger, topology).seconds
         return SweepPoint(numel, seconds)
 
     points = [point(s) for s in sizes]
