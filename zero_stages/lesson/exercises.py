@@ -51,7 +51,7 @@ def exercises(memory: dict, stepper: dict, comm: dict) -> list[dict]:
     ring_ratio = next(s["ratio_to_dp"] for s in comm["stages"] if s["id"] == "zero3")
     out.append({"id": "zero3_ratio", "kind": "ratio", "answer": ring_ratio, "answer_text": ring_ratio,
                 "params": {"n": n}})
-    dp, z3 = (run_size_only(s, n, psi=comm["psi"], algorithm="gloo") for s in ("dp", "zero3"))
+    dp, z3 = (run_size_only(s, n, psi=comm["psi"], algorithm="gloo:ring") for s in ("dp", "zero3"))
     ratio = traffic_ratio(z3, dp)
     rs = max(z3.traffic_by_label["grad_reduce_scatter"]["sent_bytes_per_rank"])
     ar = max(dp.traffic_sent_bytes_per_rank)
