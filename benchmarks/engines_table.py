@@ -36,6 +36,18 @@ order would match them.
 """
 
 
+def modelled() -> str:
+    """The registry's engine orders that are modelled from source, not run here, each with its source file."""
+    from ringemu import algorithms
+    out = ["## Modelled from source, not run here", "",
+           "These entries carry `modelled`: no engine of theirs runs on these machines (NCCL needs a GPU per rank),",
+           "so they follow the named source and wait for a capture from a real run (`ringemu identify`, below).", ""]
+    for (collective, name), entry in algorithms.REGISTRY.items():
+        if entry.modelled:
+            out.append(f"- `{name}` {collective}: {entry.modelled}")
+    return "\n".join(out) + "\n"
+
+
 def table(rows: list[dict], skipped: dict[str, str], seconds: float, quick: bool) -> str:
     out = ["# Engines as they really run", "",
            "Every row is a run of the engine on this machine against the ringemu registry entry named for it: the",
@@ -55,7 +67,7 @@ def table(rows: list[dict], skipped: dict[str, str], seconds: float, quick: bool
         out.append(f"- `{r['entry']}` {r['collective']}: first departure {r['first_mismatch']}")
     if skipped:
         out += ["", "Not run here:"] + [f"- {name}: {why}" for name, why in skipped.items()]
-    return "\n".join(out) + "\n\n" + CAPTURE
+    return "\n".join(out) + "\n\n" + modelled() + "\n" + CAPTURE
 
 
 def main(argv=None) -> int:
