@@ -165,7 +165,7 @@ def _expected_answers(data) -> dict:
     per = {}
     for op, fn in (("rs", reduce_scatter), ("ag", all_gather), ("ar", all_reduce)):
         lg = CommLedger()
-        fn(VirtualBuffer((8, ANCHOR_PSI), "bf16"), ledger=lg, algorithm="gloo")
+        fn(VirtualBuffer((8, ANCHOR_PSI), "bf16"), ledger=lg, algorithm="gloo:ring")
         per[op] = lg.max_sent_bytes_per_rank()
     ring_per = {}
     for op, fn in (("rs", reduce_scatter), ("ag", all_gather), ("ar", all_reduce)):

@@ -210,9 +210,9 @@ def test_every_registry_algorithm_over_send_recv_equals_emulator(n):
     """Property: each algorithm of the registry (exchange schedules such as recursive doubling included: every
     send carries the start-of-step value) run over point-to-point messages gives the emulator's bits for float
     sums, fp32 and bf16 rounded per hop; the ledgers agree call for call."""
-    from ringemu.worlds import communicator_algorithms
+    from ringemu.worlds.torch_processes import torch_algorithms
 
-    names = communicator_algorithms()
+    names = torch_algorithms()
     ledger = CommLedger()
     per_rank = TorchWorld(n, ledger=ledger, algorithm="ring", timeout=240).run(
         _every_algorithm, 5, [7 * n + 3, n - 1], names)

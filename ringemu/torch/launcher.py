@@ -83,7 +83,10 @@ class _World:
             return buffer
 
     def schedule(self, collective: str, n: int):
-        """The spawn's algorithm's schedule of ``collective`` on ``n`` ranks, built on first use and kept."""
+        """The spawn's algorithm's schedule of ``collective`` on ``n`` ranks, built on first use and kept; None for
+        an engine order that cuts each buffer its own way (the collectives build it for the buffer)."""
+        if _catalog_entry(collective, self.algorithm).sized:
+            return None
         key = (collective, n)
         with self._lock:
             if key not in self._schedules:

@@ -46,18 +46,27 @@ from .base import NATIVE, check_algorithm, communicator_algorithms
 from ..torch_tensors import TORCH_OF, to_numpy, to_torch
 from ..faults.torch_faults import faulty_step, faults_for
 
-__all__ = ["TorchCommunicator", "NATIVE", "check_torch_algorithm"]
+__all__ = ["TorchCommunicator", "NATIVE", "check_torch_algorithm", "torch_algorithms"]
 
+
+
+def torch_algorithms() -> tuple[str, ...]:
+    """The Communicator algorithms this backend runs over send/recv: those whose sums are the schedule's adds as
+    they are (an entry that accumulates 16-bit floats in fp32 or starts its sum from +0, XLA CPU's, is reduction
+    semantics the collectives apply around the schedule, which messages between processes do not carry)."""
+    return tuple(a for a in communicator_algorithms()
+                 if not any(algorithms.algorithm(c, a).accumulate or algorithms.algorithm(c, a).sum_from_zero
+                            for c in algorithms.COLLECTIVES))
 
 
 def check_torch_algorithm(name: object, n_ranks: int, ranks_per_node: int | None = None) -> str:
-    """``"native"``, or a registry algorithm that runs all three collectives on ``n_ranks`` ranks
-    (:func:`ringemu.worlds.base.check_algorithm`); else a ValueError listing both kinds."""
+    """``"native"``, or a registry algorithm of :func:`torch_algorithms` that runs all three collectives on
+    ``n_ranks`` ranks (:func:`ringemu.worlds.base.check_algorithm`); else a ValueError listing both kinds."""
     if name == NATIVE:
         return NATIVE
-    if name not in communicator_algorithms():
+    if name not in torch_algorithms():
         raise ValueError(f"algorithm must be {NATIVE!r} (the engine's own collectives) or one of "
-                         f"{', '.join(communicator_algorithms())}; got {name!r}")
+                         f"{', '.join(torch_algorithms())}; got {name!r}")
     return check_algorithm(name, n_ranks, ranks_per_node)
 
 # torch 2.13 renamed reduce_scatter_tensor / all_gather_into_tensor (the old names warn); same semantics
@@ -144,7 +153,7 @@ class TorchCommunicator:
             return VirtualBuffer((layout.shard_payload(self.rank),), buffer.dtype)
         if name != NATIVE:
             row = self._run_schedule(schedule, self._padded_row(buffer, layout), layout, label)
-            return row[layout.shard_slice(self.rank)].copy()
+            return np.array(layout.shard(row, self.rank))
         shards = self.layout(buffer.shape[0])
         padded = self._padded(buffer, shards)
         result = torch.empty(shards.chunk_size, dtype=TORCH_OF[padded.dtype], device=self.device)
@@ -163,7 +172,7 @@ class TorchCommunicator:
             return VirtualBuffer((numel,), shard.dtype)
         if name != NATIVE:
             row = np.zeros(layout.padded_numel, dtype=shard.dtype)
-            row[layout.shard_slice(self.rank)] = shard
+            layout.place_shard(row, self.rank, shard)
             return layout.unpad(self._run_schedule(schedule, row, layout, label)[None, :])[0].copy()
         padded = self._padded(shard, shards, shards.start(self.rank))
         mine = padded[shards.start(self.rank):shards.start(self.rank) + shards.chunk_size]
