@@ -105,15 +105,19 @@ class SizeOnlyCommunicator:
     def _call(self, op: str, buffer, numel: int | None, label: str, algorithm: str | None) -> int:
         numel, algorithm = check_call(self, op, buffer, numel, label, algorithm, arrays=False)
         call = (op, label, numel, dtype_name(buffer.dtype), algorithm)
+        self._record(call)
+        return numel
+
+    def _record(self, call: tuple) -> None:
+        """The first rank records its calls; every later rank must make the same ones, in order."""
         if self._expected is None:
             self.calls.append(call)
-        else:
-            first, calls = self._expected
-            want = calls[self._index] if self._index < len(calls) else _EXIT
-            if call != want:
-                raise _mismatch(first, want, self.rank, call, self._index)
-            self._index += 1
-        return numel
+            return
+        first, calls = self._expected
+        want = calls[self._index] if self._index < len(calls) else _EXIT
+        if call != want:
+            raise _mismatch(first, want, self.rank, call, self._index)
+        self._index += 1
 
     def _finish(self) -> None:
         """The rank's function returned: a later rank must have made every call the first rank made."""
@@ -128,14 +132,7 @@ class SizeOnlyCommunicator:
                             f"{type(buffer).__name__}")
         numel = buffer.shape[0] if numel is None else numel
         call = (op, label, numel, dtype_name(buffer.dtype), "ring", partition)
-        if self._expected is None:
-            self.calls.append(call)
-        else:
-            first, calls = self._expected
-            want = calls[self._index] if self._index < len(calls) else _EXIT
-            if call != want:
-                raise _mismatch(first, want, self.rank, call, self._index)
-            self._index += 1
+        self._record(call)
         return virtual_result(op, buffer, numel, partition, self.rank)
 
     def reduce_scatter(self, buffer, label: str = "reduce_scatter", algorithm: str | None = None):
