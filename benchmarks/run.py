@@ -34,6 +34,7 @@ import ringemu
 from ringemu.cli.bench import SHORT, bench_collectives, render, time_it
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engines._common import engine_python  # noqa: E402
 from floor import apply_floor, measure_floor  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -42,9 +43,23 @@ RINGEMU = [PY, "-m", "ringemu"]
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,vader"}
 
 
-def have(module: str) -> bool:
-    import importlib.util
-    return importlib.util.find_spec(module) is not None
+def have(module: str, python: str = PY) -> bool:
+    """Whether ``python`` can import ``module``."""
+    if python == PY:
+        import importlib.util
+        return importlib.util.find_spec(module) is not None
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def peer_python(module: str, venv: str) -> tuple[str, Path | None]:
+    """This interpreter if it imports ``module``, else the engine's own venv (``$RINGEMU_ENGINES/VENV``, the ones
+    ``.ci/run`` installs), with that venv's ``bin`` (for ``mpirun``); ("", None) if neither has it."""
+    if have(module):
+        return PY, None
+    python = engine_python(venv)
+    if python is not None and have(module, str(python)):
+        return str(python), python.parent
+    return "", None
 
 
 def run_peer(name: str, n: int, numel: int, repeats: int, timeout: float = 900) -> dict | None:
@@ -54,15 +69,19 @@ def run_peer(name: str, n: int, numel: int, repeats: int, timeout: float = 900) 
     env = dict(os.environ)
     if name == "gloo" and not have("torch"):
         return _skip(name, "torch is not installed")
-    if name == "jax" and not have("jax"):
-        return _skip(name, "jax is not installed")
+    python, bin_dir = {"gloo": (PY, None), "jax": peer_python("jax", "jax"),
+                       "mpi": peer_python("mpi4py", "ompi")}[name]
+    if not python:
+        return _skip(name, f"{'jax' if name == 'jax' else 'mpi4py'} is not installed here nor in "
+                           f"$RINGEMU_ENGINES/{'jax' if name == 'jax' else 'ompi'}")
     if name == "mpi":
-        if not have("mpi4py") or shutil.which("mpirun") is None:
-            return _skip(name, "mpi4py or mpirun is not installed")
+        mpirun = str(bin_dir / "mpirun") if bin_dir and (bin_dir / "mpirun").exists() else shutil.which("mpirun")
+        if mpirun is None:
+            return _skip(name, "mpirun is not installed")
         env.update(MPI_ENV)
-        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-n", str(n), PY, script] + args
+        cmd = [mpirun, "--oversubscribe", "--bind-to", "none", "-n", str(n), python, script] + args
     else:
-        cmd = [PY, script] + args + (["--port", str(29500 + n)] if name == "gloo" else [])
+        cmd = [python, script] + args + (["--port", str(29500 + n)] if name == "gloo" else [])
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:

@@ -2,7 +2,8 @@
 
 The scalar operations are numba intrinsics (a few lines of LLVM IR each): float32 <-> uint32 bitcasts,
 binary16 <-> float32 with LLVM's ``half`` type (F16C on x86), bfloat16 <-> float32 in 32-bit integer operations,
-and a copy with non-temporal 64-byte stores plus the fence that orders it. Each has a plain numpy fallback with
+a copy with non-temporal 64-byte stores plus the fence that orders it, and an array view of a buffer
+named by its address (the direct kernels' per-rank buffers). Each has a plain numpy fallback with
 the same results for the JIT-disabled mode.
 
 Guarantees:
@@ -27,6 +28,7 @@ without a cache (one ``RuntimeWarning``) and still run.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import warnings
 
@@ -34,7 +36,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["JIT_ENABLED", "jit", "jit_inline", "fma_f32", "f32_to_bits", "bits_to_f32", "half_to_f32", "f32_to_half", "bf16_to_f32_fast",
-           "f32_to_bf16_fast", "stream_copy", "store_fence",
+           "f32_to_bf16_fast", "stream_copy", "store_fence", "address_view",
            "jit_disabled_from_env"]
 
 _TRUE = ("1", "true", "yes", "on")
@@ -204,6 +206,24 @@ if JIT_ENABLED:
         return types.none(dst, src), codegen
 
     @intrinsic
+    def _pointer_to(typingctx, address, like):
+        """The integer ``address`` as a pointer to ``like``'s element type."""
+        if not (isinstance(address, types.Integer) and isinstance(like, types.Array)):
+            return None
+        pointer = types.CPointer(like.dtype)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+        return pointer(address, like), codegen
+
+    @jit_inline
+    def address_view(address, like, length):
+        """The C-contiguous 1-D array of ``length`` elements of ``like``'s dtype at byte ``address`` (a rank's
+        buffer named by its address; the caller keeps the buffer alive and in bounds)."""
+        return numba.carray(_pointer_to(address, like), length)
+
+    @intrinsic
     def store_fence(typingctx):
         """A full memory fence (``mfence`` on x86): orders earlier non-temporal stores before later accesses."""
         def codegen(context, builder, signature, args):
@@ -259,6 +279,13 @@ else:
 
     def store_fence():
         """Nothing to order without the JIT."""
+
+    def address_view(address, like, length):
+        """The 1-D array of ``length`` elements of ``like``'s dtype at byte ``address`` (through ctypes)."""
+        if length <= 0:
+            return np.empty(0, dtype=like.dtype)
+        raw = (ctypes.c_char * (int(length) * like.itemsize)).from_address(int(address))
+        return np.frombuffer(raw, dtype=like.dtype, count=int(length))
 
     def f32_to_half(value):
         """float32 -> binary16 bits, round to nearest even (numpy's conversion); a signalling NaN is quieted

@@ -16,7 +16,8 @@ PACKAGES = ("ringemu", "zero_stages", "proofs")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ringemu core", tuple(f"ringemu.{m}" for m in (
         "_jit", "checks", "dtypes", "units", "progress", "schedule", "layout", "kernels", "wire", "reference",
-        "virtual", "partition", "ledger_counts", "ledger", "memory", "provenance", "blocks", "execute", "topology", "link_bytes",
+        "virtual", "partition", "ledger_counts", "ledger", "memory", "provenance", "blocks", "execute", "kernels_direct",
+        "direct", "topology", "link_bytes",
         "torch_tensors"))),
     ("ringemu algorithms", ("ringemu.algorithms", "ringemu.algorithms.*")),
     ("ringemu faults", ("ringemu.faults", "ringemu.faults.*")),

@@ -33,7 +33,6 @@ from .process_group import RingemuProcessGroup
 __all__ = ["BACKEND", "spawn", "SpawnResult", "RankError", "register_backend"]
 
 BACKEND = "ringemu"
-_SCRATCH_BUFFERS = 4  # reusable world buffers kept per spawn (DDP's bucket sizes, FSDP's unit sizes)
 _rank_context = threading.local()  # the spawn's world, seen only by the rank threads it starts
 
 
@@ -53,7 +52,6 @@ class _World:
     _groups: dict = field(default_factory=dict)
     _mailboxes: dict = field(default_factory=dict)
     _failed: dict = field(default_factory=dict)  # rank -> why, for meetings created after the failure too
-    _scratch: dict = field(default_factory=dict)  # (group, shape, dtype) -> a reusable world buffer
     _schedules: dict = field(default_factory=dict)  # (collective, n) -> the algorithm's schedule, built once
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -68,19 +66,6 @@ class _World:
                     meeting.fail(rank, why)
                 self._groups[name] = (meeting, ledger)
             return self._groups[name]
-
-    def scratch(self, group: str, shape: tuple[int, int], dtype) -> np.ndarray:
-        """A reusable world buffer of this shape and dtype for one group (the last few kept; a group's collectives
-        run one after another, so one executing rank at a time uses it)."""
-        key = (group, shape, np.dtype(dtype).str)
-        with self._lock:
-            buffer = self._scratch.pop(key, None)
-            if buffer is None:
-                buffer = np.empty(shape, dtype=dtype)
-            self._scratch[key] = buffer  # most recently used last
-            while len(self._scratch) > _SCRATCH_BUFFERS:
-                self._scratch.pop(next(iter(self._scratch)))
-            return buffer
 
     def schedule(self, collective: str, n: int):
         """The spawn's algorithm's schedule of ``collective`` on ``n`` ranks, built on first use and kept; None for

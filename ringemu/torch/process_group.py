@@ -120,8 +120,7 @@ class RingemuProcessGroup(dist.ProcessGroup):
             for i in range(len(pairs[0][0])):
                 rows = [p[0][i] for p in pairs]
                 outs = [p[1][i] for p in pairs]
-                reduce_one(collective, kind, factor, rows, outs, ledger, label, algorithm, mode,
-                           lambda shape, dt: self._world.scratch(self._group_key(), shape, dt), self._world.schedule)
+                reduce_one(collective, kind, factor, rows, outs, ledger, label, algorithm, mode, self._world.schedule)
         return execute
 
     # -- reductions -------------------------------------------------------------------------------------------

@@ -97,12 +97,11 @@ def _premultiplied(rows: list[np.ndarray], factor: float) -> list[np.ndarray]:
 
 
 def reduce_one(collective: str, name: str, factor, rows: list[np.ndarray], outs: list[np.ndarray], ledger,
-               label: str, algorithm: str, mode: str, scratch: Callable, schedule_of: Callable | None = None) -> None:
+               label: str, algorithm: str, mode: str, schedule_of: Callable | None = None) -> None:
     """One reduce-scatter or all-reduce of op ``name`` over the ranks' flat inputs ``rows``; rank r's result into
-    ``outs[r]``. ``scratch(shape, dtype)`` lends a reusable (N, S) world, so that repeated calls (DDP's buckets,
-    FSDP2's reduce-scatters) do not pay for fresh memory: the ranks' rows are copied into it, the collective runs
-    in it in place (one kernel pass) and the results are copied out. ``schedule_of(collective, n)`` returns a prebuilt
-    schedule (the spawn keeps one per collective: building the ring's table is not paid per call)."""
+    ``outs[r]``. Sums run where the tensors live (:func:`ringemu.collectives.reduce_into`: one pass over the ranks'
+    memory, no world buffer, in place when ``outs[r]`` is ``rows[r]``). ``schedule_of(collective, n)`` returns a
+    prebuilt schedule (the spawn keeps one per collective: building the ring's table is not paid per call)."""
     n = len(rows)
     dtype = rows[0].dtype
     average = algorithms.algorithm(collective, algorithm).average if name == "AVG" else None
@@ -114,13 +113,8 @@ def reduce_one(collective: str, name: str, factor, rows: list[np.ndarray], outs:
         elif average == "premultiply":  # NCCL's AVG: each input × T(float(1/N)) before the sum (enqueue.cc)
             rows = _premultiplied(rows, float(np.float32(1.0 / n)) if dtype.itemsize < 8 else 1.0 / n)
         schedule = schedule_of(collective, n) if schedule_of is not None else None
-        world = scratch((n, rows[0].size), dtype)
-        for r, row in enumerate(rows):
-            np.copyto(world[r], row)
-        run = collectives.all_reduce if collective == "all-reduce" else collectives.reduce_scatter
-        result = run(world, ledger=ledger, label=label, mode=mode, algorithm=algorithm, out=world, schedule=schedule)
-        for r in range(n):
-            np.copyto(outs[r], result[r])
+        collectives.reduce_into(collective, rows, outs, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
+                                schedule=schedule)
         if average == "divide":  # sum, then ÷ N in the tensor's dtype
             for out in outs:
                 np.copyto(out, (out.astype(np.float64) / n).astype(out.dtype) if out.dtype.itemsize == 8

@@ -1,0 +1,179 @@
+"""A collective run straight over every rank's own buffer: one pass over the data, no world buffer.
+
+:func:`run_direct` executes a schedule's additions, in the schedule's order, from each rank's input buffer to each
+rank's output buffer (:mod:`ringemu.kernels_direct`): a rank's input is read once and its output written once,
+partial sums stay in per-thread scratch tiles, and a COPY moves nothing until a result is written. The buffers are
+named by their addresses, so per-rank arrays (a list, the rows of a world, numpy views of torch tensors) are used
+where they live: no gather into a world and no scatter back.
+
+Guarantees:
+
+* the results are bit for bit those of :func:`ringemu.execute.run_schedule` in any mode on the padded world of
+  :func:`ringemu.partition.layout_for` (tests: every registry order, dtype and size drawn);
+* reduce-scatter writes only each rank's shard (``ChunkLayout(S, N)``), all-reduce and all-gather every element;
+* in place when every rank's output is its input's memory (at the same buffer offsets); buffers that overlap any
+  other way are refused (``ValueError``);
+* the traffic the ledger counts is the schedule's, as for every mode: this module only changes how the emulator
+  touches memory, never what crosses a virtual link.
+
+:func:`program` returns None for the rare schedule the direct path cannot express (one whose result is a value
+no input holds, or an all-gather chunk that spans shards); callers then use :func:`ringemu.execute.run_schedule`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .execute import STREAMING_BYTES, default_threads, default_tile, slabs
+from .schedule import Schedule
+from .wire import kernel_view
+
+__all__ = ["Program", "program", "run_direct"]
+
+_SLOT_BUDGET = 256 << 10  # bytes of scratch slots per thread before the tile shrinks (half a 2 MiB L2, one core)
+
+
+class Program:
+    """A schedule's direct program for one layout and collective (numpy int64 arrays; see plan_direct)."""
+
+    def __init__(self, ops, op_bounds, writes, write_bounds, n_slots: int, chunk_start, chunk_len):
+        self.ops, self.op_bounds, self.writes, self.write_bounds = ops, op_bounds, writes, write_bounds
+        self.n_slots, self.chunk_start, self.chunk_len = n_slots, chunk_start, chunk_len
+        for array in (ops, op_bounds, writes, write_bounds, chunk_start, chunk_len):
+            array.flags.writeable = False  # one kernel signature for every program
+
+
+def _chunk_ranges(layout) -> tuple[np.ndarray, np.ndarray]:
+    """(first element, data elements) of every chunk in the unpadded buffer."""
+    ranges = [layout.payload_slice(c) for c in range(layout.n_chunks)]
+    start = np.array([r.start for r in ranges], dtype=np.int64)
+    return start, np.array([r.stop - r.start for r in ranges], dtype=np.int64)
+
+
+def _ownership(layout, shard_inputs: bool, shard_results: bool, start: np.ndarray, length: np.ndarray):
+    """(has_input, keep_lo, keep_hi), each (n_ranks, n_chunks): which chunks each rank's input holds (its shard's,
+    with ``shard_inputs``; else all), and the part of each chunk its result holds (within the chunk: its shard's
+    part with ``shard_results``; else all). None if a chunk of shard inputs spans two shards."""
+    shard_map = getattr(layout, "shard_map", None) or type(layout)(layout.numel, layout.n_shards)
+    n, n_chunks = shard_map.n_chunks, start.size
+    size = shard_map.shard_size
+    shard_lo = np.minimum(np.arange(n, dtype=np.int64) * size, layout.numel)
+    shard_hi = np.minimum(shard_lo + size, layout.numel)
+    end = start + length
+    if shard_results:  # rank r keeps its shard's part of every chunk
+        keep_lo = np.clip(shard_lo[:, None], start[None, :], end[None, :]) - start[None, :]
+        keep_hi = np.clip(shard_hi[:, None], start[None, :], end[None, :]) - start[None, :]
+    else:
+        keep_lo = np.zeros((n, n_chunks), dtype=np.int64)
+        keep_hi = np.broadcast_to(length, (n, n_chunks)).copy()
+    if shard_inputs:
+        inside = (shard_lo[:, None] <= start[None, :]) & (end[None, :] <= shard_hi[:, None])
+        has_input = inside | (length == 0)[None, :]
+        if not np.all(has_input.any(axis=0)):
+            return None
+    else:
+        has_input = np.ones((n, n_chunks), dtype=np.bool_)
+    return has_input, keep_lo, keep_hi
+
+
+def program(schedule: Schedule, layout, shard_results: bool, in_place: bool) -> Program | None:
+    """The direct program of ``schedule`` on ``layout`` (kept on the schedule: schedules are immutable), or None
+    where the direct path does not apply (module doc). The inputs are shards when the schedule starts from
+    ``"own"`` chunks (an all-gather); ``shard_results``: each rank's result is its shard (a reduce-scatter)."""
+    key = (bool(shard_results), bool(in_place), layout.numel, layout.n_chunks)
+    cache = schedule.__dict__.setdefault("_direct_programs", {})  # a cache, not state: same value every time
+    if key in cache:
+        return cache[key]
+    from . import kernels_direct  # numba is imported here, on first use
+
+    start, length = _chunk_ranges(layout)
+    owned = _ownership(layout, schedule.initial == "own", shard_results, start, length)
+    found = None
+    if owned is not None and layout.n_chunks == schedule.n_chunks:
+        has_input, keep_lo, keep_hi = owned
+        table = np.ascontiguousarray(schedule.table, dtype=np.int64)
+        step, src, dst, chunk_of, op = (np.ascontiguousarray(table[:, k]) for k in range(5))
+        order = np.argsort(chunk_of, kind="stable").astype(np.int64)
+        bounds = np.searchsorted(chunk_of[order], np.arange(schedule.n_chunks + 1)).astype(np.int64)
+        n_keep = int(np.count_nonzero(keep_lo < keep_hi))
+        ops = np.zeros((table.shape[0] + n_keep, 4), dtype=np.int64)
+        writes = np.zeros((n_keep, 5), dtype=np.int64)
+        op_bounds = np.zeros(schedule.n_chunks + 1, dtype=np.int64)
+        write_bounds = np.zeros(schedule.n_chunks + 1, dtype=np.int64)
+        status, n_slots = kernels_direct.plan_direct(step, src, dst, op, order, bounds, has_input, keep_lo, keep_hi,
+                                                     bool(in_place), not schedule.exchange, ops, op_bounds, writes,
+                                                     write_bounds)
+        if status == 0:
+            found = Program(ops[:op_bounds[-1]].copy(), op_bounds, writes[:write_bounds[-1]].copy(), write_bounds,
+                            int(n_slots), start, length)
+    cache[key] = found
+    return found
+
+
+def _address(array: np.ndarray, offset: int) -> int:
+    """The address of element 0 of the buffer whose element ``offset`` is ``array[0]``."""
+    return array.__array_interface__["data"][0] - offset * array.itemsize
+
+
+def _overlapping(inputs, outputs) -> bool:
+    """Whether any two of the buffers share memory (an input with an output, or two outputs)."""
+    spans = sorted((a.__array_interface__["data"][0], a.nbytes) for a in [*inputs, *outputs] if a.nbytes)
+    return any(lo < prev_lo + prev_n for (prev_lo, prev_n), (lo, _) in zip(spans, spans[1:]))
+
+
+def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: list[np.ndarray], *,
+               shard_results: bool = False, input_offsets=None, output_offsets=None, threads: int | None = None,
+               tile: int | None = None, streaming: bool | None = None) -> bool:
+    """Run ``schedule`` from ``inputs`` into ``outputs`` (lists of N C-contiguous 1-D arrays of one dtype); return
+    False, touching nothing, where the direct path does not apply (:func:`program`). ``shard_results``: rank r's
+    result is its shard of the sum (a reduce-scatter), else the whole buffer.
+
+    ``input_offsets[r]`` / ``output_offsets[r]``: the buffer element that ``inputs[r][0]`` / ``outputs[r][0]`` is
+    (default 0; an all-gather's inputs and a reduce-scatter's outputs are shards: their shard's start). The caller
+    sizes them (full buffers of ``layout.numel`` elements, or shards of ``ChunkLayout(S, N)``). ``threads`` and
+    ``tile`` as in :func:`ringemu.execute.run_schedule`; neither changes the result."""
+    n = schedule.n_ranks
+    if len(inputs) != n or len(outputs) != n:
+        raise ValueError(f"run_direct needs {n} inputs and {n} outputs; got {len(inputs)} and {len(outputs)}")
+    zeros = [0] * n
+    in_addr = np.array([_address(a, o) for a, o in zip(inputs, input_offsets or zeros)], dtype=np.int64)
+    out_addr = np.array([_address(a, o) for a, o in zip(outputs, output_offsets or zeros)], dtype=np.int64)
+    in_place = all(o == i or out.size == 0  # every rank's output is its input's memory (an empty one anywhere)
+                   for o, i, out in zip(out_addr.tolist(), in_addr.tolist(), outputs))
+    if not in_place and _overlapping(inputs, outputs):
+        raise ValueError("run_direct: an output overlaps an input or another output (only in place is allowed: "
+                         "every rank's output at its input's addresses)")
+    prog = program(schedule, layout, shard_results, in_place)
+    if prog is None:
+        return False
+    from . import kernels_direct
+
+    view, wire = kernel_view(inputs[0][:1])
+    like = np.empty(1, dtype=view.dtype)
+    itemsize = like.itemsize
+    width = int(prog.chunk_len.max()) if prog.chunk_len.size else 0
+    tile = int(tile) if tile is not None else default_tile(itemsize)
+    if prog.n_slots * tile * itemsize > _SLOT_BUDGET:  # many partial sums alive at once (exchange orders)
+        tile = max(64, _SLOT_BUDGET // max(1, prog.n_slots) // itemsize // 64 * 64)
+    nbytes = layout.numel * n * itemsize
+    if streaming is None:
+        streaming = nbytes >= STREAMING_BYTES
+    stride = tile * itemsize
+
+    def body(lo: int, hi: int) -> None:
+        slots = np.empty(max(1, prog.n_slots) * tile, dtype=like.dtype)
+        kernels_direct.run_direct(in_addr, out_addr, like, prog.chunk_start, prog.chunk_len, prog.ops,
+                                  prog.op_bounds, prog.writes, prog.write_bounds,
+                                  slots.__array_interface__["data"][0], stride, lo, hi, tile, streaming, wire)
+
+    parts = slabs(width, int(threads) if threads is not None else default_threads(nbytes))
+    if len(parts) == 1:
+        body(*parts[0])
+    else:  # the kernel releases the GIL; this thread runs the first slab
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(parts) - 1) as pool:
+            futures = [pool.submit(body, lo, hi) for lo, hi in parts[1:]]
+            body(*parts[0])
+            for f in futures:
+                f.result()
+    return True
