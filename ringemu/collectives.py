@@ -34,7 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .direct import run_direct
+from .direct import run_call, shard_starts
 from .dtypes import dtype_name, resolve_dtype
 from .execute import MODES, run_schedule
 from .faults.plan import as_plan
@@ -45,7 +45,7 @@ from .algorithms import CONTRACTS, DEFAULT_ALGORITHM, algorithm as _entry, build
 from .schedule import Schedule
 from .virtual import VirtualBuffer
 
-__all__ = ["reduce_scatter", "all_gather", "all_reduce", "naive_all_reduce", "reduce_into", "as_world",
+__all__ = ["reduce_scatter", "all_gather", "all_reduce", "naive_all_reduce", "as_world",
            "check_integer_sum"]
 
 
@@ -152,31 +152,6 @@ def _run(schedule: Schedule, layout: ChunkLayout, dtype, padded: np.ndarray | No
         run_schedule(schedule, padded, mode, source=source)
 
 
-def _direct(schedule: Schedule, layout, inputs: list, outputs: list, ledger, label: str, mode: str, faults,
-            input_offsets=None, output_offsets=None) -> bool:
-    """Run the call straight over the per-rank buffers (:mod:`ringemu.direct`: one pass, no world buffer) when it
-    allows it: fused mode, no faults, C-contiguous buffers, a schedule the direct path expresses. Records the call
-    as :func:`_run` does; False (nothing done) otherwise."""
-    if mode != "fused" or faults is not None or not all(a.flags.c_contiguous for a in (*inputs, *outputs)):
-        return False
-    if ledger is not None and not isinstance(ledger, CommLedger):
-        raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
-    if not isinstance(label, str):
-        raise TypeError(f"label must be a str; got {label!r}")
-    if not run_direct(schedule, layout, inputs, outputs, shard_results=output_offsets is not None,
-                      input_offsets=input_offsets, output_offsets=output_offsets):
-        return False
-    if ledger is not None:
-        ledger.record(schedule, layout, inputs[0].dtype, label, size_only=False)
-    return True
-
-
-def _shard_starts(numel: int, n: int) -> list[int]:
-    """Where each shard of ``ChunkLayout(numel, n)`` starts in the buffer (an empty shard: at most ``numel``)."""
-    size = ChunkLayout(numel, n).shard_size
-    return [min(numel, r * size) for r in range(n)]
-
-
 def _check_sum(padded: np.ndarray, layout: ChunkLayout) -> None:
     if padded.dtype.kind == "i":
         check_integer_sum(layout.unpad(padded))
@@ -275,12 +250,12 @@ def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "red
     if out is not None:
         _check_out(out, n, numel, _dtype(world))
     rows = world if isinstance(world, list) else list(world)
-    starts, shard_map = _shard_starts(numel, n), ChunkLayout(numel, n)
+    starts, shard_map = shard_starts(numel, n), ChunkLayout(numel, n)
     target = out if out is not None else np.empty((1, numel), dtype=_dtype(world))  # out: the shards in place
     shards = [target[r if out is not None else 0, starts[r]:starts[r] + shard_map.shard_payload(r)] for r in range(n)]
     if faults is None and mode == "fused":
         check_integer_sum(world)
-    if not _direct(schedule, layout, rows, shards, ledger, label, mode, faults,
+    if not run_call(schedule, layout, rows, shards, ledger, label, mode, faults,
                    output_offsets=starts):
         padded = _reduce_into(schedule, world, layout, out, ledger, label, mode, faults)
         shards = [layout.shard(padded[r], r) for r in range(n)]
@@ -319,8 +294,8 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule, numel, dtype)
     layout = layout_for(schedule, numel)
     gathered = np.empty((n, numel), dtype=dtype)
-    if _direct(schedule, layout, list(shards), list(gathered), ledger, label, mode, faults,
-               input_offsets=_shard_starts(numel, n)):
+    if run_call(schedule, layout, list(shards), list(gathered), ledger, label, mode, faults,
+               input_offsets=shard_starts(numel, n)):
         return gathered
     padded = np.zeros((n, layout.padded_numel), dtype=dtype)
     for r, shard in enumerate(shards):
@@ -361,7 +336,7 @@ def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_red
     result = out if out is not None else np.empty((n, numel), dtype=_dtype(world))
     if faults is None and mode == "fused":
         check_integer_sum(world)
-    if _direct(schedule, layout, world if isinstance(world, list) else list(world), list(result),
+    if run_call(schedule, layout, world if isinstance(world, list) else list(world), list(result),
                ledger, label, mode, faults):
         _from_zero("all-reduce", algorithm, result)
         return result
@@ -373,39 +348,6 @@ def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_red
         result = out
     _from_zero("all-reduce", algorithm, result)
     return result
-
-
-def reduce_into(collective: str, inputs: list, outputs: list, *, ledger: CommLedger | None = None,
-                label: str | None = None, mode: str = "fused", algorithm: str = DEFAULT_ALGORITHM,
-                schedule: Schedule | None = None) -> None:
-    """Reduce-scatter or all-reduce of per-rank flat buffers ``inputs`` into ``outputs``: rank r's shard
-    (``ChunkLayout(S, N)``) or its whole buffer. The result is bit for bit :func:`reduce_scatter`'s or
-    :func:`all_reduce`'s; in fused mode it is computed where the buffers live (no world buffer, no copy in or out;
-    ``outputs[r]`` may be ``inputs[r]``: in place), else through those functions and copied out. For backends
-    whose ranks own separate buffers (:mod:`ringemu.torch`)."""
-    reducing = [name for name, (initial, _) in CONTRACTS.items() if initial == "all"]  # the collectives that sum
-    if collective not in reducing:
-        raise ValueError(f"reduce_into: collective must be one of {', '.join(reducing)}; got {collective!r}")
-    shard_results = CONTRACTS[collective][1][0] == "reduced-own"
-    rows = _rows(list(inputs), "inputs")
-    n, numel = _shape(rows)
-    dtype = _dtype(rows)
-    label = label if label is not None else collective.replace("-", "_")
-    sizes = ChunkLayout(numel, n).payloads().tolist() if shard_results else [numel] * n
-    if len(outputs) != n or any(not isinstance(o, np.ndarray) or o.shape != (m,) or o.dtype != dtype
-                                for o, m in zip(outputs, sizes)):
-        raise ValueError(f"reduce_into: outputs must be {n} 1-D {dtype} arrays of lengths {sizes}")
-    if _widened(collective, algorithm, rows) is None and not _entry(collective, algorithm).sum_from_zero:
-        built = _schedule_of(collective, n, algorithm, None, schedule, numel, dtype)
-        check_integer_sum(rows)
-        if _direct(built, layout_for(built, numel), rows, list(outputs), ledger, label, mode, None,
-                   output_offsets=_shard_starts(numel, n) if shard_results else None):
-            return
-        schedule = built
-    run = reduce_scatter if shard_results else all_reduce
-    results = run(rows, ledger=ledger, label=label, mode=mode, algorithm=algorithm, schedule=schedule)
-    for out, result in zip(outputs, results):
-        np.copyto(out, result)
 
 
 def naive_all_reduce(world, *, ledger: CommLedger | None = None, label: str = "naive_all_reduce",

@@ -16,13 +16,13 @@ PACKAGES = ("ringemu", "zero_stages", "proofs")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ringemu core", tuple(f"ringemu.{m}" for m in (
         "_jit", "checks", "dtypes", "units", "progress", "schedule", "layout", "kernels", "wire", "reference",
-        "virtual", "partition", "ledger_counts", "ledger", "memory", "provenance", "blocks", "execute", "kernels_direct",
-        "direct", "topology", "link_bytes",
+        "virtual", "partition", "ledger_counts", "ledger", "memory", "provenance", "blocks", "execute", "direct.kernels",
+        "direct.run", "direct", "topology", "link_bytes",
         "torch_tensors"))),
     ("ringemu algorithms", ("ringemu.algorithms", "ringemu.algorithms.*")),
     ("ringemu faults", ("ringemu.faults", "ringemu.faults.*")),
     ("ringemu views", ("ringemu.views", "ringemu.views.*")),  # read data modules only: producers show them
-    ("ringemu collectives", ("ringemu.collectives", "ringemu.trace", "ringemu.compare", "ringemu.memory_guard",
+    ("ringemu collectives", ("ringemu.collectives", "ringemu.per_rank", "ringemu.trace", "ringemu.compare", "ringemu.memory_guard",
                              "ringemu.identify")),
     ("ringemu worlds", ("ringemu.worlds", "ringemu.worlds.*")),
     ("ringemu torch", ("ringemu.torch", "ringemu.torch.*")),

@@ -1,7 +1,8 @@
 """``ringemu bench``: time the collectives against this machine's memory-bandwidth floor and a numpy loop.
 
 Everything is measured in one process on the same data: a STREAM-style copy and in-place add (the floor), ringemu's
-``fused`` and ``step`` modes, and a straightforward per-rank numpy loop over the same schedule (which gives the same
+``direct`` path (what the public collectives run in fused mode: :mod:`ringemu.direct`, in place on the world's rows),
+the world kernels' ``fused`` and ``step`` modes, and a straightforward per-rank numpy loop over the same schedule (which gives the same
 bits; the benchmark checks it). The schedules come from the registry (:mod:`ringemu.algorithms`; ``--algorithm``,
 default the ring). Times are medians of ``repeats`` runs after one warm-up run, with min and max; the
 cases take turns run by run, so that load from elsewhere hits them alike.
@@ -32,6 +33,7 @@ from .. import algorithms
 from ..checks import check_budget, check_n_ranks, check_numel
 from ..dtypes import dtype_name, resolve_dtype
 from ..worlds import communicator_algorithms  # one schedule per op, built once: names for any buffer
+from ..direct import run_direct
 from ..execute import default_threads, run_schedule
 from ..layout import ChunkLayout
 from ..partition import layout_for
@@ -178,7 +180,24 @@ def _world(shape: tuple[int, int], dt) -> np.ndarray:
     return world
 
 
-def bench_collectives(n: int, numel: int, dtype="fp32", ops=OPS, modes=("fused", "step"),
+def _direct_call(op: str, schedule: Schedule, layout, world: np.ndarray, threads: int):
+    """What the public collectives run in fused mode, in place on the world's rows (:mod:`ringemu.direct`): an
+    all-reduce or reduce-scatter reads each row and writes its result into it, an all-gather reads each rank's shard
+    of its row and writes the others."""
+    numel = layout.numel
+    rows = [world[r, :numel] for r in range(world.shape[0])]
+    shards = ChunkLayout(numel, world.shape[0])
+    starts = [shards.payload_slice(r).start for r in range(world.shape[0])]
+    own = [row[shards.payload_slice(r)] for r, row in enumerate(rows)]
+    if schedule.initial == "own":
+        return lambda: run_direct(schedule, layout, own, rows, input_offsets=starts, threads=threads)
+    if op == "reduce-scatter":
+        return lambda: run_direct(schedule, layout, rows, own, shard_results=True, output_offsets=starts,
+                                  threads=threads)
+    return lambda: run_direct(schedule, layout, rows, rows, threads=threads)
+
+
+def bench_collectives(n: int, numel: int, dtype="fp32", ops=OPS, modes=("direct", "fused", "step"),
                       numpy: bool = True, repeats: int = 5, threads: int | None = None,
                       algorithm: str = algorithms.DEFAULT_ALGORITHM, bar=None) -> dict:
     """Time ``ops`` by ``algorithm`` on an (N, S) world of small random values (seed 0, scaled so repeated runs
@@ -203,7 +222,8 @@ def bench_collectives(n: int, numel: int, dtype="fp32", ops=OPS, modes=("fused",
     for op in ops:
         schedule, world = schedules[op], worlds[layouts[op].padded_numel]
         for m in modes:
-            calls[(op, f"ringemu-{m}")] = lambda s=schedule, w=world, m=m: run_schedule(s, w, m, threads=threads)
+            calls[(op, f"ringemu-{m}")] = (_direct_call(op, schedule, layouts[op], world, threads) if m == "direct" else
+                                           lambda s=schedule, w=world, m=m: run_schedule(s, w, m, threads=threads))
         if numpy:
             calls[(op, "numpy-loop")] = lambda s=schedule, w=world: numpy_loop(s, w)
     timings = time_interleaved(calls, repeats, bar=bar)

@@ -92,7 +92,7 @@ def all_to_all_execute():
 
 def all_gather_execute(algorithm: str, mode: str, gather):
     """Every rank's output becomes the concatenation of the ranks' inputs (payload: (input, output)), by
-    ``gather(shards, ledger, label)`` (ringemu's all-gather, for its dtypes) or, for the dtypes its kernels do
+    ``gather(shards, outputs, ledger, label)`` (ringemu's all-gather into the outputs, for its dtypes) or, for the dtypes its kernels do
     not take, by plain copies with the algorithm's all-gather counted: a copy-only collective's result does not
     depend on its order."""
 
@@ -105,9 +105,7 @@ def all_gather_execute(algorithm: str, mode: str, gather):
                     np.copyto(req.payload[1][r * size:(r + 1) * size], shard)
             record_collective(ledger, "all-gather", n, n * size, shards[0].dtype, label, algorithm)
             return
-        gathered = gather(shards, ledger, label)
-        for r, req in enumerate(requests):
-            np.copyto(req.payload[1], gathered[r])
+        gather(shards, [r.payload[1] for r in requests], ledger, label)
     return execute
 
 

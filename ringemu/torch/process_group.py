@@ -2,7 +2,7 @@
 
 One object per thread-rank. Every collective call joins the group's :class:`~ringemu.torch.meeting.Meeting`;
 the last rank to arrive runs the collective once for all ranks with ringemu's schedules and kernels
-(:mod:`ringemu.collectives`), writing straight into every rank's tensors (they share one address space), and
+(:mod:`ringemu.per_rank`: the direct kernels, straight over every rank's tensors: they share one address space), and
 records it in the group's :class:`~ringemu.ledger.CommLedger` under a label made of the call and the module
 that made it (``all_reduce:torch.nn.parallel.distributed``). Results are therefore bit-identical to the
 emulator's for the chosen algorithm (16-bit tensors rounded per hop), and traffic is counted exactly.
@@ -31,7 +31,7 @@ from torch._C._distributed_c10d import (AllgatherOptions, AllreduceCoalescedOpti
                                        _create_work_from_future)
 from torch.futures import Future
 
-from .. import collectives
+from .. import per_rank
 from ..torch_tensors import as_flat_numpy, check_tensor
 from .copies import (all_gather_execute, all_to_all_execute, broadcast_execute, gather_execute, scatter_execute,
                      split_sizes)
@@ -162,8 +162,8 @@ class RingemuProcessGroup(dist.ProcessGroup):
             raise ValueError(f"all_gather: output must hold world_size x input elements of one dtype; got "
                              f"{output.numel()} {output.dtype} and {input.numel()} {input.dtype}")
         mode, algorithm = self._world.mode, self._world.algorithm
-        execute = all_gather_execute(algorithm, mode, lambda shards, ledger, label: collectives.all_gather(
-            shards, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
+        execute = all_gather_execute(algorithm, mode, lambda shards, outputs, ledger, label: per_rank.gather_into(
+            shards, outputs, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
             schedule=self._world.schedule("all-gather", len(shards))))
         return self._join("all_gather", (input.numel(), input.dtype), (as_flat_numpy(input), as_flat_numpy(output)),
                           execute)

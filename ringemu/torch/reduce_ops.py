@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import algorithms, collectives
+from .. import algorithms, per_rank
 from ..layout import ChunkLayout
 from ..torch_tensors import EXACT_NUMPY_OF
 from .counting import record_collective
@@ -99,7 +99,7 @@ def _premultiplied(rows: list[np.ndarray], factor: float) -> list[np.ndarray]:
 def reduce_one(collective: str, name: str, factor, rows: list[np.ndarray], outs: list[np.ndarray], ledger,
                label: str, algorithm: str, mode: str, schedule_of: Callable | None = None) -> None:
     """One reduce-scatter or all-reduce of op ``name`` over the ranks' flat inputs ``rows``; rank r's result into
-    ``outs[r]``. Sums run where the tensors live (:func:`ringemu.collectives.reduce_into`: one pass over the ranks'
+    ``outs[r]``. Sums run where the tensors live (:func:`ringemu.per_rank.reduce_into`: one pass over the ranks'
     memory, no world buffer, in place when ``outs[r]`` is ``rows[r]``). ``schedule_of(collective, n)`` returns a
     prebuilt schedule (the spawn keeps one per collective: building the ring's table is not paid per call)."""
     n = len(rows)
@@ -113,7 +113,7 @@ def reduce_one(collective: str, name: str, factor, rows: list[np.ndarray], outs:
         elif average == "premultiply":  # NCCL's AVG: each input × T(float(1/N)) before the sum (enqueue.cc)
             rows = _premultiplied(rows, float(np.float32(1.0 / n)) if dtype.itemsize < 8 else 1.0 / n)
         schedule = schedule_of(collective, n) if schedule_of is not None else None
-        collectives.reduce_into(collective, rows, outs, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
+        per_rank.reduce_into(collective, rows, outs, ledger=ledger, label=label, mode=mode, algorithm=algorithm,
                                 schedule=schedule)
         if average == "divide":  # sum, then ÷ N in the tensor's dtype
             for out in outs:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import address_view, bf16_to_f32_fast, f32_to_bf16_fast, f32_to_half, half_to_f32, jit, jit_inline, store_fence, stream_copy
+from .._jit import address_view, bf16_to_f32_fast, f32_to_bf16_fast, f32_to_half, half_to_f32, jit, jit_inline, store_fence, stream_copy
 
 __all__ = ["ADD", "COPY", "plan_direct", "run_direct", "NOT_PLANNED_READ", "NOT_PLANNED_RESULT"]
 
@@ -239,9 +239,10 @@ def _operand(v, in_addr, offset, slots, stride, like, width):
 
 @jit
 def run_direct(in_addr, out_addr, like, chunk_start, chunk_len, ops, op_bounds, writes, write_bounds, slots, stride,
-               lo, hi, tile, streaming, wire):
+               lo, hi, tile, copy_tile, streaming, wire):
     """Run a :func:`plan_direct` program on elements [lo, hi) of every chunk (relative to its start; clipped to its
-    length), ``tile`` elements at a time. ``in_addr[r]`` / ``out_addr[r]``: the address of element 0 of rank r's
+    length), ``tile`` elements at a time (``copy_tile`` for chunks whose program has no operation: results copied
+    straight from inputs, no slot). ``in_addr[r]`` / ``out_addr[r]``: the address of element 0 of rank r's
     input / output in the buffer's coordinates (chunk c starts at element ``chunk_start[c]``); ``slots``: the
     address of this thread's scratch, ``stride`` bytes per slot (at least ``tile`` elements); ``like``: any array of
     the buffers' dtype. With ``streaming``, results are written with streaming stores (outputs not read here).
@@ -249,8 +250,9 @@ def run_direct(in_addr, out_addr, like, chunk_start, chunk_len, ops, op_bounds, 
     itemsize = like.itemsize
     for c in range(chunk_start.shape[0]):
         end = min(hi, chunk_len[c])
-        for t0 in range(lo, end, tile):
-            width = min(tile, end - t0)
+        step = tile if op_bounds[c + 1] > op_bounds[c] else copy_tile  # a chunk only copied uses no slot
+        for t0 in range(lo, end, step):
+            width = min(step, end - t0)
             offset = (chunk_start[c] + t0) * itemsize
             for j in range(op_bounds[c], op_bounds[c + 1]):
                 target = address_view(slots + ops[j, 1] * stride, like, width)

@@ -1,7 +1,7 @@
 """A collective run straight over every rank's own buffer: one pass over the data, no world buffer.
 
 :func:`run_direct` executes a schedule's additions, in the schedule's order, from each rank's input buffer to each
-rank's output buffer (:mod:`ringemu.kernels_direct`): a rank's input is read once and its output written once,
+rank's output buffer (:mod:`ringemu.direct.kernels`): a rank's input is read once and its output written once,
 partial sums stay in per-thread scratch tiles, and a COPY moves nothing until a result is written. The buffers are
 named by their addresses, so per-rank arrays (a list, the rows of a world, numpy views of torch tensors) are used
 where they live: no gather into a world and no scatter back.
@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .execute import STREAMING_BYTES, default_threads, default_tile, slabs
-from .schedule import Schedule
-from .wire import kernel_view
+from ..execute import STREAMING_BYTES, default_threads, default_tile, slabs
+from ..layout import ChunkLayout
+from ..ledger import CommLedger
+from ..schedule import Schedule
+from ..wire import kernel_view
 
-__all__ = ["Program", "program", "run_direct"]
+__all__ = ["Program", "program", "run_direct", "run_call", "shard_starts"]
 
 _SLOT_BUDGET = 256 << 10  # bytes of scratch slots per thread before the tile shrinks (half a 2 MiB L2, one core)
 
@@ -83,7 +85,7 @@ def program(schedule: Schedule, layout, shard_results: bool, in_place: bool) -> 
     cache = schedule.__dict__.setdefault("_direct_programs", {})  # a cache, not state: same value every time
     if key in cache:
         return cache[key]
-    from . import kernels_direct  # numba is imported here, on first use
+    from . import kernels as kernels_direct  # numba is imported here, on first use
 
     start, length = _chunk_ranges(layout)
     owned = _ownership(layout, schedule.initial == "own", shard_results, start, length)
@@ -137,15 +139,15 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
     zeros = [0] * n
     in_addr = np.array([_address(a, o) for a, o in zip(inputs, input_offsets or zeros)], dtype=np.int64)
     out_addr = np.array([_address(a, o) for a, o in zip(outputs, output_offsets or zeros)], dtype=np.int64)
-    in_place = all(o == i or out.size == 0  # every rank's output is its input's memory (an empty one anywhere)
-                   for o, i, out in zip(out_addr.tolist(), in_addr.tolist(), outputs))
+    in_place = all(o == i or out.size == 0 or inp.size == 0  # each output on its input's memory (empty: anywhere)
+                   for o, i, out, inp in zip(out_addr.tolist(), in_addr.tolist(), outputs, inputs))
     if not in_place and _overlapping(inputs, outputs):
         raise ValueError("run_direct: an output overlaps an input or another output (only in place is allowed: "
                          "every rank's output at its input's addresses)")
     prog = program(schedule, layout, shard_results, in_place)
     if prog is None:
         return False
-    from . import kernels_direct
+    from . import kernels as kernels_direct
 
     view, wire = kernel_view(inputs[0][:1])
     like = np.empty(1, dtype=view.dtype)
@@ -158,12 +160,14 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
     if streaming is None:
         streaming = nbytes >= STREAMING_BYTES
     stride = tile * itemsize
+    copy_tile = 16 * tile  # as the world kernels' copy-only chunks (ringemu.execute): 64 KiB of fp32
 
     def body(lo: int, hi: int) -> None:
         slots = np.empty(max(1, prog.n_slots) * tile, dtype=like.dtype)
         kernels_direct.run_direct(in_addr, out_addr, like, prog.chunk_start, prog.chunk_len, prog.ops,
                                   prog.op_bounds, prog.writes, prog.write_bounds,
-                                  slots.__array_interface__["data"][0], stride, lo, hi, tile, streaming, wire)
+                                  slots.__array_interface__["data"][0], stride, lo, hi, tile, copy_tile, streaming,
+                                  wire)
 
     parts = slabs(width, int(threads) if threads is not None else default_threads(nbytes))
     if len(parts) == 1:
@@ -177,3 +181,28 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
             for f in futures:
                 f.result()
     return True
+
+
+def run_call(schedule: Schedule, layout, inputs: list, outputs: list, ledger, label: str, mode: str, faults,
+            input_offsets=None, output_offsets=None) -> bool:
+    """A collective call's direct run: :func:`run_direct` when the call allows it (fused mode, no faults,
+    C-contiguous buffers, a schedule the direct path expresses; a reduce-scatter when ``output_offsets`` are
+    given), the call recorded in ``ledger`` as the world path records it. False (nothing done) otherwise."""
+    if mode != "fused" or faults is not None or not all(a.flags.c_contiguous for a in (*inputs, *outputs)):
+        return False
+    if ledger is not None and not isinstance(ledger, CommLedger):
+        raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str; got {label!r}")
+    if not run_direct(schedule, layout, inputs, outputs, shard_results=output_offsets is not None,
+                      input_offsets=input_offsets, output_offsets=output_offsets):
+        return False
+    if ledger is not None:
+        ledger.record(schedule, layout, inputs[0].dtype, label, size_only=False)
+    return True
+
+
+def shard_starts(numel: int, n: int) -> list[int]:
+    """Where each shard of ``ChunkLayout(numel, n)`` starts in the buffer (an empty shard: at most ``numel``)."""
+    size = ChunkLayout(numel, n).shard_size
+    return [min(numel, r * size) for r in range(n)]
