@@ -38,7 +38,8 @@ def floor_line(d: dict) -> str:
 
 
 def readme_table(d: dict) -> list[str]:
-    """One row per collective: ringemu's modes, the numpy loop and the peers; least traffic; × floor."""
+    """One row per collective: ringemu's direct path and world modes, the numpy loop and the peers; least traffic;
+    × floor."""
     m = d["main"]
     med = {(r["op"], r["impl"]): r for r in m["rows"]}
     for p in d["peers"].values():
@@ -47,12 +48,12 @@ def readme_table(d: dict) -> list[str]:
     peers = [("torch-gloo", "torch gloo (8 procs)"), ("jax-host", "JAX (8 host devices)"),
              ("mpi4py-openmpi", "mpi4py (Open MPI)")]
     out = [floor_line(d), "",
-           "| op | ringemu fused | ringemu step | numpy per-rank loop | " + " | ".join(t for _, t in peers)
-           + " | least traffic | floor | fused × floor |", "|---|" + "---:|" * (7 + len(peers) - 1)]
+           "| op | ringemu direct | world fused | world step | numpy per-rank loop | " + " | ".join(t for _, t in peers)
+           + " | least traffic | floor | direct × floor |", "|---|" + "---:|" * (8 + len(peers) - 1)]
     for op in SHORT:
-        fused = med[(op, "ringemu-fused")]
+        fused = med[(op, "ringemu-direct")]
         cells = [ms(med[(op, i)]["median_s"]) + " ms" if (op, i) in med else "–"
-                 for i in ("ringemu-fused", "ringemu-step", "numpy-loop", *(k for k, _ in peers))]
+                 for i in ("ringemu-direct", "ringemu-fused", "ringemu-step", "numpy-loop", *(k for k, _ in peers))]
         x = fused.get("x_floor2")
         out.append(f"| {SHORT[op]} | " + " | ".join(cells) + f" | {fused.get('least_B', 0):,} B | "
                    f"{ms(fused.get('floor2_s', float('nan')))} ms | {'–' if x is None else f'{x:.2f}'} |")
@@ -75,8 +76,8 @@ def main_table(d: dict) -> list[str]:
 
 
 def peers_table(d: dict) -> list[str]:
-    fused = {r["op"]: r["median_s"] for r in d["main"]["rows"] if r["impl"] == "ringemu-fused"}
-    out = ["| peer (same N, S, fp32) | RS median ms [min, max] | AG | AR | ringemu fused is faster by (RS / AG / AR) |",
+    fused = {r["op"]: r["median_s"] for r in d["main"]["rows"] if r["impl"] == "ringemu-direct"}
+    out = ["| peer (same N, S, fp32) | RS median ms [min, max] | AG | AR | ringemu direct is faster by (RS / AG / AR) |",
            "|---|---|---|---|---|"]
     for p in d["peers"].values():
         rows = {r["op"]: r for r in p["rows"]}
@@ -87,7 +88,7 @@ def peers_table(d: dict) -> list[str]:
 
 
 def wire16_table(d: dict) -> list[str]:
-    fused = {r["op"]: r["median_s"] for r in d["main"]["rows"] if r["impl"] == "ringemu-fused"}
+    fused = {r["op"]: r["median_s"] for r in d["main"]["rows"] if r["impl"] == "ringemu-direct"}
     out = ["| dtype | RS ms (× fp32) | AG ms (× fp32) | AR ms (× fp32) |", "|---|---|---|---|"]
     for dt, res in d["wire16"].items():
         rows = {r["op"]: r["median_s"] for r in res["rows"]}

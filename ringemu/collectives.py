@@ -249,14 +249,13 @@ def reduce_scatter(world, *, ledger: CommLedger | None = None, label: str = "red
         return [VirtualBuffer((layout.shard_payload(r),), world.dtype) for r in range(n)]
     if out is not None:
         _check_out(out, n, numel, _dtype(world))
-    rows = world if isinstance(world, list) else list(world)
     starts, shard_map = shard_starts(numel, n), ChunkLayout(numel, n)
     target = out if out is not None else np.empty((1, numel), dtype=_dtype(world))  # out: the shards in place
     shards = [target[r if out is not None else 0, starts[r]:starts[r] + shard_map.shard_payload(r)] for r in range(n)]
     if faults is None and mode == "fused":
         check_integer_sum(world)
-    if not run_call(schedule, layout, rows, shards, ledger, label, mode, faults,
-                   output_offsets=starts):
+    if not run_call(schedule, layout, world, out if out is not None else shards, ledger, label, mode, faults,
+                    output_offsets=None if out is not None else starts, shard_results=True):
         padded = _reduce_into(schedule, world, layout, out, ledger, label, mode, faults)
         shards = [layout.shard(padded[r], r) for r in range(n)]
     _from_zero("reduce-scatter", algorithm, shards)
@@ -294,8 +293,8 @@ def all_gather(shards, *, ledger: CommLedger | None = None, label: str = "all_ga
     schedule = _schedule_of("all-gather", n, algorithm, ranks_per_node, schedule, numel, dtype)
     layout = layout_for(schedule, numel)
     gathered = np.empty((n, numel), dtype=dtype)
-    if run_call(schedule, layout, list(shards), list(gathered), ledger, label, mode, faults,
-               input_offsets=shard_starts(numel, n)):
+    if run_call(schedule, layout, list(shards), gathered, ledger, label, mode, faults,
+                input_offsets=shard_starts(numel, n)):
         return gathered
     padded = np.zeros((n, layout.padded_numel), dtype=dtype)
     for r, shard in enumerate(shards):
@@ -336,8 +335,7 @@ def all_reduce(world, *, ledger: CommLedger | None = None, label: str = "all_red
     result = out if out is not None else np.empty((n, numel), dtype=_dtype(world))
     if faults is None and mode == "fused":
         check_integer_sum(world)
-    if run_call(schedule, layout, world if isinstance(world, list) else list(world), list(result),
-               ledger, label, mode, faults):
+    if run_call(schedule, layout, world, result, ledger, label, mode, faults):
         _from_zero("all-reduce", algorithm, result)
         return result
     padded = _reduce_into(schedule, world, layout, out, ledger, label, mode, faults)

@@ -172,7 +172,12 @@ def layout_for(schedule, numel: int):
     when it carries one (which must be for that size), else the textbook ``ChunkLayout(S, n_chunks, n_ranks)``."""
     bounds = getattr(schedule, "partition", None)
     if bounds is None:
-        return ChunkLayout(numel, schedule.n_chunks, schedule.n_ranks)
+        layouts = schedule.__dict__.setdefault("_chunk_layouts", {})  # a cache: a function of (schedule, numel)
+        if numel not in layouts:
+            if len(layouts) >= 64:  # a schedule reused for many sizes keeps the last few
+                layouts.pop(next(iter(layouts)))
+            layouts[numel] = ChunkLayout(numel, schedule.n_chunks, schedule.n_ranks)
+        return layouts[numel]
     if int(bounds[-1]) != numel:
         raise ValueError(f"schedule {schedule.name} was built for {int(bounds[-1])} elements per rank; got {numel} "
                          f"(engine orders cut each buffer size their own way: build the schedule for this size)")

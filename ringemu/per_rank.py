@@ -48,7 +48,7 @@ def reduce_into(collective: str, inputs: list, outputs: list, *, ledger: CommLed
         built = _schedule_of(collective, n, algorithm, None, schedule, numel, dtype)
         check_integer_sum(rows)
         if run_call(built, layout_for(built, numel), rows, list(outputs), ledger, label, mode, None,
-                   output_offsets=shard_starts(numel, n) if shard_results else None):
+                    output_offsets=shard_starts(numel, n) if shard_results else None, shard_results=shard_results):
             return
         schedule = built
     run = reduce_scatter if shard_results else all_reduce
@@ -72,7 +72,7 @@ def gather_into(shards: list, outputs: list, *, ledger: CommLedger | None = None
             [s.size for s in shards] == ChunkLayout(numel, n).payloads().tolist():
         built = _schedule_of("all-gather", n, algorithm, None, schedule, numel, resolve_dtype(dtype))
         if run_call(built, layout_for(built, numel), list(shards), list(outputs), ledger, label, mode, None,
-                   input_offsets=shard_starts(numel, n)):
+                    input_offsets=shard_starts(numel, n)):
             return
         schedule = built
     gathered = all_gather(list(shards), ledger=ledger, label=label, mode=mode, algorithm=algorithm, schedule=schedule)

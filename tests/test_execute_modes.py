@@ -214,7 +214,7 @@ def test_bench_traffic_models():
 
 
 def test_bench_command_quick_json(capsys):
-    # `ringemu bench --quick --json`: every op has fused, step and numpy rows (the numpy loop's bits were
+    # `ringemu bench --quick --json`: every op has direct, fused, step and numpy rows (the numpy loop's bits were
     # checked against ringemu inside the run); no timing is asserted.
     from ringemu.cli import main
 
@@ -222,7 +222,7 @@ def test_bench_command_quick_json(capsys):
     out = json.loads(capsys.readouterr().out)
     assert {(r["op"], r["impl"]) for r in out["rows"]} == {
         (op, impl) for op in ("reduce-scatter", "all-gather", "all-reduce")
-        for impl in ("ringemu-fused", "ringemu-step", "numpy-loop")}
+        for impl in ("ringemu-direct", "ringemu-fused", "ringemu-step", "numpy-loop")}
     assert all(r["min_s"] <= r["median_s"] <= r["max_s"] for r in out["rows"])
     scale = out["scale"]  # the emulated world beside a direct call, and size-only runs in child processes
     assert [row["ranks"] for row in scale["latency"]] == [8, 32]

@@ -107,6 +107,8 @@ def program(schedule: Schedule, layout, shard_results: bool, in_place: bool) -> 
         if status == 0:
             found = Program(ops[:op_bounds[-1]].copy(), op_bounds, writes[:write_bounds[-1]].copy(), write_bounds,
                             int(n_slots), start, length)
+    if len(cache) >= 16:  # a schedule reused for many buffer sizes keeps the programs of the last few
+        cache.pop(next(iter(cache)))
     cache[key] = found
     return found
 
@@ -114,6 +116,13 @@ def program(schedule: Schedule, layout, shard_results: bool, in_place: bool) -> 
 def _address(array: np.ndarray, offset: int) -> int:
     """The address of element 0 of the buffer whose element ``offset`` is ``array[0]``."""
     return array.__array_interface__["data"][0] - offset * array.itemsize
+
+
+def _table(buffers, offsets, n: int) -> np.ndarray:
+    """The address of element 0 of every rank's buffer (a list of arrays, or a 2-D array: one row per rank)."""
+    if isinstance(buffers, np.ndarray):
+        return buffers.__array_interface__["data"][0] + np.arange(n, dtype=np.int64) * buffers.strides[0]
+    return np.array([_address(a, o) for a, o in zip(buffers, offsets or [0] * n)], dtype=np.int64)
 
 
 def _overlapping(inputs, outputs) -> bool:
@@ -125,7 +134,8 @@ def _overlapping(inputs, outputs) -> bool:
 def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: list[np.ndarray], *,
                shard_results: bool = False, input_offsets=None, output_offsets=None, threads: int | None = None,
                tile: int | None = None, streaming: bool | None = None) -> bool:
-    """Run ``schedule`` from ``inputs`` into ``outputs`` (lists of N C-contiguous 1-D arrays of one dtype); return
+    """Run ``schedule`` from ``inputs`` into ``outputs`` (lists of N C-contiguous 1-D arrays of one dtype, or 2-D
+    arrays whose rows are the ranks' buffers, with no offsets); return
     False, touching nothing, where the direct path does not apply (:func:`program`). ``shard_results``: rank r's
     result is its shard of the sum (a reduce-scatter), else the whole buffer.
 
@@ -136,11 +146,18 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
     n = schedule.n_ranks
     if len(inputs) != n or len(outputs) != n:
         raise ValueError(f"run_direct needs {n} inputs and {n} outputs; got {len(inputs)} and {len(outputs)}")
-    zeros = [0] * n
-    in_addr = np.array([_address(a, o) for a, o in zip(inputs, input_offsets or zeros)], dtype=np.int64)
-    out_addr = np.array([_address(a, o) for a, o in zip(outputs, output_offsets or zeros)], dtype=np.int64)
-    in_place = all(o == i or out.size == 0 or inp.size == 0  # each output on its input's memory (empty: anywhere)
-                   for o, i, out, inp in zip(out_addr.tolist(), in_addr.tolist(), outputs, inputs))
+    for buffers, offsets, name in ((inputs, input_offsets, "inputs"), (outputs, output_offsets, "outputs")):
+        if isinstance(buffers, np.ndarray) and (buffers.ndim != 2 or offsets is not None or (
+                buffers.shape[1] > 1 and buffers.strides[1] != buffers.itemsize)):
+            raise ValueError(f"run_direct: {name} as one array must be 2-D with contiguous rows and no offsets")
+    in_addr = _table(inputs, input_offsets, n)
+    if input_offsets == output_offsets and (outputs is inputs or (
+            not isinstance(outputs, np.ndarray) and all(o is i for o, i in zip(outputs, inputs)))):
+        out_addr, in_place = in_addr, True  # the same arrays: in place
+    else:
+        out_addr = _table(outputs, output_offsets, n)
+        in_place = all(o == i or out.size == 0 or inp.size == 0  # each output on its input's memory (empty: anywhere)
+                       for o, i, out, inp in zip(out_addr.tolist(), in_addr.tolist(), outputs, inputs))
     if not in_place and _overlapping(inputs, outputs):
         raise ValueError("run_direct: an output overlaps an input or another output (only in place is allowed: "
                          "every rank's output at its input's addresses)")
@@ -183,18 +200,22 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
     return True
 
 
-def run_call(schedule: Schedule, layout, inputs: list, outputs: list, ledger, label: str, mode: str, faults,
-            input_offsets=None, output_offsets=None) -> bool:
+def run_call(schedule: Schedule, layout, inputs, outputs, ledger, label: str, mode: str, faults,
+             input_offsets=None, output_offsets=None, shard_results: bool = False) -> bool:
     """A collective call's direct run: :func:`run_direct` when the call allows it (fused mode, no faults,
-    C-contiguous buffers, a schedule the direct path expresses; a reduce-scatter when ``output_offsets`` are
-    given), the call recorded in ``ledger`` as the world path records it. False (nothing done) otherwise."""
-    if mode != "fused" or faults is not None or not all(a.flags.c_contiguous for a in (*inputs, *outputs)):
+    C-contiguous buffers, a schedule the direct path expresses; ``shard_results`` for a reduce-scatter), the call
+    recorded in ``ledger`` as the world path records it. False (nothing done) otherwise."""
+    if mode != "fused" or faults is not None:
         return False
+    for buffers in (inputs, outputs):
+        if not (buffers.flags.c_contiguous if isinstance(buffers, np.ndarray) else
+                all(a.flags.c_contiguous for a in buffers)):
+            return False
     if ledger is not None and not isinstance(ledger, CommLedger):
         raise TypeError(f"ledger must be a CommLedger or None; got {type(ledger).__name__}")
     if not isinstance(label, str):
         raise TypeError(f"label must be a str; got {label!r}")
-    if not run_direct(schedule, layout, inputs, outputs, shard_results=output_offsets is not None,
+    if not run_direct(schedule, layout, inputs, outputs, shard_results=shard_results,
                       input_offsets=input_offsets, output_offsets=output_offsets):
         return False
     if ledger is not None:

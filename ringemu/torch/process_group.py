@@ -53,9 +53,24 @@ def _done_work(result=None):
     return _create_work_from_future(future)
 
 
-def _caller_module() -> str:
+class _CallLabel:
+    """``call:module`` for a rank's request, the module found only when a message needs it (a timeout names it):
+    a rank that does not run the collective never walks its stack."""
+
+    __slots__ = ("call", "frame")
+
+    def __init__(self, call: str, frame):
+        self.call, self.frame = call, frame
+
+    def __format__(self, spec: str) -> str:
+        return format(f"{self.call}:{_caller_module(self.frame)}", spec)
+
+    __str__ = __repr__ = lambda self: format(self, "")
+
+
+def _caller_module(frame=None) -> str:
     """The module of the first frame outside this backend and c10d's wrappers: who made the call."""
-    frame = sys._getframe(2)
+    frame = sys._getframe(2) if frame is None else frame
     while frame is not None:
         name = frame.f_globals.get("__name__", "?")
         if not name.startswith(_SKIP_MODULES):
@@ -103,10 +118,14 @@ class RingemuProcessGroup(dist.ProcessGroup):
 
     def _join(self, call: str, signature: tuple, payload, execute: Callable[[list], None], result=None):
         meeting, ledger = self._meeting(call)
-        label = f"{call}:{_caller_module()}"
-        if torch._C._current_graph_task_id() != -1:  # called from inside a backward pass
-            label += " (backward)"
-        meeting.call(self._rank, Request(call, signature, label, payload), lambda reqs: execute(reqs, ledger, label))
+
+        def run(requests):  # on the rank that arrives last, whose own stack names the caller: one label per call
+            label = f"{call}:{_caller_module()}"
+            if torch._C._current_graph_task_id() != -1:  # called from inside a backward pass
+                label += " (backward)"
+            execute(requests, ledger, label)
+
+        meeting.call(self._rank, Request(call, signature, _CallLabel(call, sys._getframe(1)), payload), run)
         return _done_work(result)
 
     def _reduction(self, call: str, collective: str, tensors_of: Callable, op, dtype) -> Callable:
