@@ -80,28 +80,29 @@ def _rows(buffers, name: str) -> np.ndarray | VirtualBuffer | list[np.ndarray]:
     return world
 
 
-def check_integer_sum(world: np.ndarray, name: str = "world") -> None:
+def check_integer_sum(world, name: str = "world") -> None:
     """Raise ValueError if an integer world's sum over ranks does not fit its dtype (floats pass). ``world``: an
-    (N, S) array or a list of N equal 1-D arrays."""
-    if isinstance(world, list):
-        if world[0].dtype.kind != "i":
-            return
-        world = np.stack(world)
-    if world.dtype.kind != "i" or world.size == 0:
+    (N, S) array or a list of N equal 1-D arrays (summed row by row: no world-sized copy is made)."""
+    rows = list(world) if isinstance(world, np.ndarray) and world.ndim == 2 else world
+    if not len(rows) or rows[0].dtype.kind != "i" or rows[0].size == 0:
         return
-    info = np.iinfo(world.dtype)
-    if world.dtype.itemsize <= 4:
-        total = world.sum(axis=0, dtype=np.int64)  # exact: N·2^31 < 2^63; accumulates without a wide copy
+    dtype = rows[0].dtype
+    info = np.iinfo(dtype)
+    if dtype.itemsize <= 4:  # exact in int64: N·2^31 < 2^63
+        total = np.zeros(rows[0].size, dtype=np.int64)
+        for row in rows:
+            np.add(total, row, out=total)
         bad = np.flatnonzero((total > info.max) | (total < info.min))
-    else:
-        approx = world.sum(axis=0, dtype=np.float64)  # relative error < N·2^-53: only a screen
+    else:  # a float64 screen (relative error < N·2^-53), then exact Python integers where it is close
+        approx = np.zeros(rows[0].size, dtype=np.float64)
+        for row in rows:
+            np.add(approx, row, out=approx)
         suspect = np.flatnonzero(np.abs(approx) >= 2.0 ** 62)
-        exact = [sum(int(v) for v in world[:, j]) for j in suspect]
-        bad = [j for j, t in zip(suspect, exact) if not info.min <= t <= info.max]
+        bad = [j for j in suspect if not info.min <= sum(int(r[j]) for r in rows) <= info.max]
     if len(bad):
         j = int(bad[0])
-        raise ValueError(f"{name}: the sum over ranks of element {j} is {sum(int(v) for v in world[:, j])}, "
-                         f"outside {world.dtype} [{info.min}, {info.max}]; use a wider dtype or smaller values")
+        raise ValueError(f"{name}: the sum over ranks of element {j} is {sum(int(r[j]) for r in rows)}, "
+                         f"outside {dtype} [{info.min}, {info.max}]; use a wider dtype or smaller values")
 
 
 def _dtype(rows):

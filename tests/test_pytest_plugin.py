@@ -83,8 +83,10 @@ def test_readme_example_and_fixtures_pass_on_a_cold_numba_cache(tmp_path):
     run = _pytest(tmp_path, "-q", env_extra={"NUMBA_CACHE_DIR": str(cache)})
     assert run.returncode == 0, run.stdout + run.stderr
     assert "6 passed" in run.stdout, run.stdout
-    # every (collective, algorithm) of the registry that runs on 4 ranks, in each of the 6 dtypes
-    calls = 6 * sum(1 for entry in algorithms.REGISTRY.values() if entry.unsupported(4) is None)
+    # every (collective, algorithm) of the registry that runs on 4 ranks, in each of the 6 dtypes, in fused mode
+    # (the direct path) and step mode (the world kernels), and the world kernels' fused mode once per collective
+    entries = sum(1 for entry in algorithms.REGISTRY.values() if entry.unsupported(4) is None)
+    calls = 6 * (2 * entries + len(algorithms.COLLECTIVES))
     assert f"ringemu: kernels warmed ({calls} collective calls" in run.stdout, run.stdout
     header = _pytest(tmp_path, "--co", "--ringemu-warmup=never", env_extra={"NUMBA_CACHE_DIR": str(cache)})
     assert f"ringemu {ringemu.__version__}, numba cache: {cache}, hypothesis profile: ringemu-dev" \

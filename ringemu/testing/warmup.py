@@ -3,7 +3,8 @@
 The first call of a kernel for a dtype compiles it (about 1 s per dtype on a cold cache) or loads it from the
 cache (tens of ms); a hypothesis example that pays for that exceeds any deadline. :func:`warm_kernels` runs every
 collective by every algorithm of the registry (:mod:`ringemu.algorithms`) in every dtype
-(:data:`ringemu.dtypes.DTYPES`) on a tiny world, once per process, so that later calls only run. The pytest plugin
+(:data:`ringemu.dtypes.DTYPES`) on a tiny world, in fused mode (the direct path) and step mode (the world
+kernels), and the world kernels' fused mode once per collective, once per process, so that later calls only run. The pytest plugin
 (:mod:`ringemu.pytest_plugin`) calls it once per session.
 """
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+
+import numpy as np
 
 __all__ = ["Warmup", "warm_kernels", "numba_cache_location"]
 
@@ -32,6 +35,7 @@ def warm_kernels(n_ranks: int = 4, numel: int = 7) -> Warmup:
     from .. import _jit, algorithms
     from ..blocks import integer_blocks
     from ..dtypes import DTYPES
+    from ..execute import run_schedule
     from .oracle import run_op
 
     start = time.perf_counter()
@@ -42,8 +46,13 @@ def warm_kernels(n_ranks: int = 4, numel: int = 7) -> Warmup:
             for name in algorithms.names(collective):
                 if algorithms.algorithm(collective, name).unsupported(n_ranks) is not None:
                     continue
-                run_op(collective, world, algorithm=name)
-                calls += 1
+                for mode in ("fused", "step"):  # fused: the direct path, else the world kernels; step: those
+                    run_op(collective, world, algorithm=name, mode=mode)
+                    calls += 1
+            schedule = algorithms.build(collective, n_ranks)  # the world kernels' fused mode (faults, traces)
+            padded = np.zeros((n_ranks, schedule.n_chunks * 2), dtype=world.dtype)
+            run_schedule(schedule, padded, "fused")
+            calls += 1
     return Warmup(calls, time.perf_counter() - start, _jit.JIT_ENABLED)
 
 
