@@ -29,7 +29,7 @@ from .reference import run_schedule_reference
 from .schedule import Schedule
 from .wire import kernel_view
 
-__all__ = ["MODES", "STREAMING_BYTES", "run_schedule", "default_tile", "default_threads", "slabs"]
+__all__ = ["MODES", "STREAMING_BYTES", "run_schedule", "default_tile", "default_threads", "slabs", "run_slabs"]
 
 MODES = ("fused", "step", "reference")
 # Worlds of at least this many bytes are copied with streaming (non-temporal) stores, which skip reading the
@@ -70,6 +70,20 @@ def slabs(chunk: int, threads: int, align: int = 64) -> list[tuple[int, int]]:
     per = -(-chunk // max(1, threads))
     per = -(-per // align) * align
     return [(lo, min(lo + per, chunk)) for lo in range(0, chunk, per)]
+
+
+def run_slabs(body, width: int, threads: int) -> None:
+    """``body(lo, hi)`` on each of the :func:`slabs` of ``[0, width)``: this thread runs the first, one pool thread
+    each of the others (the kernels release the GIL), and every slab has finished on return."""
+    parts = slabs(width, threads)
+    if len(parts) == 1:
+        body(*parts[0])
+        return
+    with ThreadPoolExecutor(max_workers=len(parts) - 1) as pool:
+        futures = [pool.submit(body, lo, hi) for lo, hi in parts[1:]]
+        body(*parts[0])
+        for f in futures:
+            f.result()
 
 
 def _columns(schedule: Schedule) -> tuple[np.ndarray, ...]:
@@ -210,15 +224,7 @@ def run_schedule(schedule: Schedule, world: np.ndarray, mode: str = "fused", *, 
             def body(lo: int, hi: int) -> None:
                 kernels.run_fused(view, src, dst, chunk_of, op, order, bounds, chunk, lo, hi, tile_elems,
                                   copy_elems, streaming, wire)
-    parts = slabs(chunk, int(threads) if threads is not None else default_threads(world.nbytes))
-    if len(parts) == 1:
-        body(*parts[0])
-    else:  # the kernels release the GIL; this thread runs the first slab
-        with ThreadPoolExecutor(max_workers=len(parts) - 1) as pool:
-            futures = [pool.submit(body, lo, hi) for lo, hi in parts[1:]]
-            body(*parts[0])
-            for f in futures:
-                f.result()
+    run_slabs(body, chunk, int(threads) if threads is not None else default_threads(world.nbytes))
     if work is not world:
         world[...] = work
     return links

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..execute import STREAMING_BYTES, default_threads, default_tile, slabs
+from ..execute import STREAMING_BYTES, default_threads, default_tile, run_slabs
 from ..layout import ChunkLayout
 from ..ledger import CommLedger
 from ..schedule import Schedule
@@ -186,17 +186,7 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
                                   slots.__array_interface__["data"][0], stride, lo, hi, tile, copy_tile, streaming,
                                   wire)
 
-    parts = slabs(width, int(threads) if threads is not None else default_threads(nbytes))
-    if len(parts) == 1:
-        body(*parts[0])
-    else:  # the kernel releases the GIL; this thread runs the first slab
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=len(parts) - 1) as pool:
-            futures = [pool.submit(body, lo, hi) for lo, hi in parts[1:]]
-            body(*parts[0])
-            for f in futures:
-                f.result()
+    run_slabs(body, width, int(threads) if threads is not None else default_threads(nbytes))
     return True
 
 
