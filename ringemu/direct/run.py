@@ -40,8 +40,17 @@ class Program:
     def __init__(self, ops, op_bounds, writes, write_bounds, n_slots: int, chunk_start, chunk_len):
         self.ops, self.op_bounds, self.writes, self.write_bounds = ops, op_bounds, writes, write_bounds
         self.n_slots, self.chunk_start, self.chunk_len = n_slots, chunk_start, chunk_len
+        self.width = int(chunk_len.max()) if chunk_len.size else 0  # the longest chunk: the slabs' range
         for array in (ops, op_bounds, writes, write_bounds, chunk_start, chunk_len):
             array.flags.writeable = False  # one kernel signature for every program
+
+    def tile(self, itemsize: int) -> int:
+        """Elements per tile: :func:`ringemu.execute.default_tile`, smaller when many slots are alive at once
+        (exchange orders), so that a thread's slots stay within ``_SLOT_BUDGET`` bytes."""
+        tile = default_tile(itemsize)
+        if self.n_slots * tile * itemsize > _SLOT_BUDGET:
+            tile = max(64, _SLOT_BUDGET // max(1, self.n_slots) // itemsize // 64 * 64)
+        return tile
 
 
 def _chunk_ranges(layout) -> tuple[np.ndarray, np.ndarray]:
@@ -167,12 +176,9 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
     from . import kernels as kernels_direct
 
     view, wire = kernel_view(inputs[0][:1])
-    like = np.empty(1, dtype=view.dtype)
+    like = np.empty(1, dtype=view.dtype)  # the kernel dtype (uint16 for 16-bit floats); one signature per dtype
     itemsize = like.itemsize
-    width = int(prog.chunk_len.max()) if prog.chunk_len.size else 0
-    tile = int(tile) if tile is not None else default_tile(itemsize)
-    if prog.n_slots * tile * itemsize > _SLOT_BUDGET:  # many partial sums alive at once (exchange orders)
-        tile = max(64, _SLOT_BUDGET // max(1, prog.n_slots) // itemsize // 64 * 64)
+    tile = int(tile) if tile is not None else prog.tile(itemsize)
     nbytes = layout.numel * n * itemsize
     if streaming is None:
         streaming = nbytes >= STREAMING_BYTES
@@ -186,7 +192,11 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
                                   slots.__array_interface__["data"][0], stride, lo, hi, tile, copy_tile, streaming,
                                   wire)
 
-    run_slabs(body, width, int(threads) if threads is not None else default_threads(nbytes))
+    threads = int(threads) if threads is not None else default_threads(nbytes)
+    if threads == 1:
+        body(0, prog.width)
+    else:
+        run_slabs(body, prog.width, threads)
     return True
 
 
