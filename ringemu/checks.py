@@ -1,4 +1,5 @@
-"""Argument checks every module shares: integers, rank counts, element counts, seconds, typed numbers, work bounds.
+"""Argument checks every module shares: integers, rank counts, element counts, seconds, typed numbers, work bounds,
+and whether an integer world's sum over ranks fits its dtype.
 
 Each check returns the value normalised (a Python ``int`` or ``float``) or raises ``TypeError`` (wrong type) or
 ``ValueError`` (out of range) with a message that names the argument and says what is allowed, e.g.
@@ -19,7 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["MAX_NUMEL", "SMALLEST", "is_integer", "check_int", "check_n_ranks", "check_numel", "check_timeout",
+__all__ = ["MAX_NUMEL", "SMALLEST", "is_integer", "check_int", "check_integer_sum", "check_n_ranks", "check_numel", "check_timeout",
            "parse_number", "check_budget", "check_choice"]
 
 MAX_NUMEL = 2 ** 63 - 1  # offsets and counts are aggregated in int64 arrays
@@ -113,3 +114,28 @@ def check_choice(value: object, name: str, choices) -> object:
     if not isinstance(value, str) or value not in options:
         raise ValueError(f"{name} must be one of {', '.join(options)}; got {value!r}")
     return value
+
+
+def check_integer_sum(world, name: str = "world") -> None:
+    """Raise ValueError if an integer world's sum over ranks does not fit its dtype (floats pass). ``world``: an
+    (N, S) array or a list of N equal 1-D arrays (summed row by row: no world-sized copy is made)."""
+    rows = list(world) if isinstance(world, np.ndarray) and world.ndim == 2 else world
+    if not len(rows) or rows[0].dtype.kind != "i" or rows[0].size == 0:
+        return
+    dtype = rows[0].dtype
+    info = np.iinfo(dtype)
+    if dtype.itemsize <= 4:  # exact in int64: N·2^31 < 2^63
+        total = np.zeros(rows[0].size, dtype=np.int64)
+        for row in rows:
+            np.add(total, row, out=total)
+        bad = np.flatnonzero((total > info.max) | (total < info.min))
+    else:  # a float64 screen (relative error < N·2^-53), then exact Python integers where it is close
+        approx = np.zeros(rows[0].size, dtype=np.float64)
+        for row in rows:
+            np.add(approx, row, out=approx)
+        suspect = np.flatnonzero(np.abs(approx) >= 2.0 ** 62)
+        bad = [j for j in suspect if not info.min <= sum(int(r[j]) for r in rows) <= info.max]
+    if len(bad):
+        j = int(bad[0])
+        raise ValueError(f"{name}: the sum over ranks of element {j} is {sum(int(r[j]) for r in rows)}, "
+                         f"outside {dtype} [{info.min}, {info.max}]; use a wider dtype or smaller values")

@@ -35,6 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from .direct import run_call, shard_starts
+from .checks import check_integer_sum
 from .dtypes import dtype_name, resolve_dtype
 from .execute import MODES, run_schedule
 from .faults.plan import as_plan
@@ -78,31 +79,6 @@ def _rows(buffers, name: str) -> np.ndarray | VirtualBuffer | list[np.ndarray]:
         raise ValueError(f"{name} must have shape (n_ranks >= 1, numel); got {world.shape}")
     resolve_dtype(world.dtype, f"{name} dtype")  # raises for unsupported dtypes
     return world
-
-
-def check_integer_sum(world, name: str = "world") -> None:
-    """Raise ValueError if an integer world's sum over ranks does not fit its dtype (floats pass). ``world``: an
-    (N, S) array or a list of N equal 1-D arrays (summed row by row: no world-sized copy is made)."""
-    rows = list(world) if isinstance(world, np.ndarray) and world.ndim == 2 else world
-    if not len(rows) or rows[0].dtype.kind != "i" or rows[0].size == 0:
-        return
-    dtype = rows[0].dtype
-    info = np.iinfo(dtype)
-    if dtype.itemsize <= 4:  # exact in int64: N·2^31 < 2^63
-        total = np.zeros(rows[0].size, dtype=np.int64)
-        for row in rows:
-            np.add(total, row, out=total)
-        bad = np.flatnonzero((total > info.max) | (total < info.min))
-    else:  # a float64 screen (relative error < N·2^-53), then exact Python integers where it is close
-        approx = np.zeros(rows[0].size, dtype=np.float64)
-        for row in rows:
-            np.add(approx, row, out=approx)
-        suspect = np.flatnonzero(np.abs(approx) >= 2.0 ** 62)
-        bad = [j for j in suspect if not info.min <= sum(int(r[j]) for r in rows) <= info.max]
-    if len(bad):
-        j = int(bad[0])
-        raise ValueError(f"{name}: the sum over ranks of element {j} is {sum(int(r[j]) for r in rows)}, "
-                         f"outside {dtype} [{info.min}, {info.max}]; use a wider dtype or smaller values")
 
 
 def _dtype(rows):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .algorithms import CONTRACTS, DEFAULT_ALGORITHM, algorithm as _entry
-from .collectives import _rows, _schedule_of, _shape, _dtype, _widened, all_gather, all_reduce, check_integer_sum, reduce_scatter
+from .checks import check_integer_sum
+from .collectives import _dtype, _rows, _schedule_of, _shape, _widened, all_gather, all_reduce, reduce_scatter
 from .direct import run_call, shard_starts
 from .dtypes import resolve_dtype
 from .layout import ChunkLayout
