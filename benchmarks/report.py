@@ -188,8 +188,13 @@ def main() -> None:
           f"{d['count_1024']['median_s']:.2f} s wall; `ringemu demo` (warm cache): {st['demo_warm']['median_s']:.2f} s; "
           f"cold (empty cache): {st.get('demo_cold_s', float('nan')):.1f} s compiling "
           f"{st.get('cold_compiled_signatures', '?')} signatures of {sorted(set(st.get('cold_compiled_functions', [])))}.")
-    print(f"load average {m['load_average_start'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end; "
-          f"peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB")
+    mem = d.get("memory")
+    if mem:
+        print(f"\n`ringemu.all_reduce(world)` (a fresh result, the input left intact) allocated "
+              f"{mem['all_reduce_peak_extra_bytes']:,} bytes beyond a {mem['world_bytes']:,}-byte world "
+              f"({mem['extra_world_buffers']:.2f} world buffers; tracemalloc).")
+    print(f"\nload average {m['load_average_start'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the "
+          f"end; peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB")
 
 
 if __name__ == "__main__":

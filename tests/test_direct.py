@@ -16,7 +16,8 @@ from ringemu.execute import run_schedule
 from ringemu.layout import ChunkLayout
 from ringemu.ledger import CommLedger
 from ringemu.partition import layout_for
-from ringemu.schedule import ADD, COPY, Schedule
+from ringemu.direct.kernels import GROUP, MAX_CHAIN
+from ringemu.schedule import COPY, Schedule
 
 DTYPES = (np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32)
 CASES = [(c, name) for c in algorithms.COLLECTIVES for name in algorithms.names(c)]
@@ -136,16 +137,19 @@ def test_a_schedule_whose_result_no_input_holds_is_declined():
     assert all((o == 9).all() for o in outputs)
 
 
-def test_the_ring_needs_one_slot_and_writes_each_result_once():
-    """The liveness pass: the ring's partial sums share one scratch slot, an all-reduce writes every rank's every
-    chunk exactly once, and a reduce-scatter only the owner's chunk (N writes in all)."""
+def test_the_ring_needs_two_slots_and_writes_each_result_once():
+    """The liveness pass and the grouping: the ring's partial sums live in one slot (plus the spare the grouping
+    rotates), its N-1 additions per chunk run as ceil((N-1) / (MAX_CHAIN+1)) passes, an all-reduce writes every
+    rank's every chunk exactly once, and a reduce-scatter only the owner's chunk (N writes in all)."""
     n = 8
     for collective, shard_results, writes in (("all-reduce", False, n * n), ("reduce-scatter", True, n)):
         schedule = algorithms.build(collective, n, "ring")
         prog = program(schedule, layout_for(schedule, 64), shard_results, in_place=True)
-        assert prog.n_slots == 1
+        assert prog.n_slots == 2
         assert prog.writes.shape[0] == writes
-        assert int(np.count_nonzero(prog.ops[:, 0] == ADD)) == n * (n - 1)  # (N-1) additions per chunk
+        groups = prog.ops[prog.ops[:, 0] == GROUP]
+        assert len(groups) == n * -(-(n - 1) // (MAX_CHAIN + 1))
+        assert int((groups[:, 4] + 1).sum()) == n * (n - 1)  # every addition, once
 
 
 @given(case=st.sampled_from(CASES), n=st.integers(1, 8), numel=st.integers(0, 64), seed=st.integers(0, 99))

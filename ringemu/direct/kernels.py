@@ -26,7 +26,8 @@ import numpy as np
 
 from .._jit import address_view, bf16_to_f32_fast, f32_to_bf16_fast, f32_to_half, half_to_f32, jit, jit_inline, store_fence, stream_copy
 
-__all__ = ["ADD", "COPY", "plan_direct", "run_direct", "NOT_PLANNED_READ", "NOT_PLANNED_RESULT"]
+__all__ = ["ADD", "COPY", "GROUP", "MAX_CHAIN", "plan_direct", "group_ops", "run_direct", "NOT_PLANNED_READ",
+           "NOT_PLANNED_RESULT"]
 
 ADD, COPY = 1, 0  # program op kinds (COPY == schedule.COPY)
 _FP16, _BF16 = 1, 2  # == ringemu.wire.WIRE_*
@@ -184,49 +185,106 @@ def _sum(a, b, wire):
     return a + b
 
 
-@jit_inline
-def _add_into(out, other, left, wire):
-    """out[:] = out + other (``left``: out is the receiver's value) or other + out, in the wire arithmetic. One
-    loop per wire kind, so that each vectorises (``out`` is read and written at the same index: no overlap to
-    check at run time)."""
-    n = out.shape[0]
-    if wire == _FP16:
-        if left:
-            for i in range(n):
-                out[i] = _sum(out[i], other[i], _FP16)
-        else:
-            for i in range(n):
-                out[i] = _sum(other[i], out[i], _FP16)
-    elif wire == _BF16:
-        if left:
-            for i in range(n):
-                out[i] = _sum(out[i], other[i], _BF16)
-        else:
-            for i in range(n):
-                out[i] = _sum(other[i], out[i], _BF16)
-    else:
-        if left:
-            for i in range(n):
-                out[i] = out[i] + other[i]
-        else:
-            for i in range(n):
-                out[i] = other[i] + out[i]
+GROUP = 2  # a run of additions in one pass: v = x + y, then v = y_k + v for k = 1..m (m <= MAX_CHAIN)
+MAX_CHAIN = 3
+
+
+@jit
+def group_ops(ops, op_bounds, n_slots, grouped, group_bounds, writes, write_bounds):
+    """Rewrite a :func:`plan_direct` program so that each run of additions into one slot, each adding one more
+    value on the left of the running sum (the ring's ``slot = input + slot``), is a single GROUP row: (GROUP,
+    out, x, y, m, y1, y2, y3) computes v = x + y, then v = y_k + v for k = 1..m, into a slot that none of its
+    operands is (slots are renamed, one spare slot rotating), so that the group's loop reads its operands from
+    memory together and writes once, and vectorises with no overlap to check. The same additions in the same order
+    with the same operands: the bits do not change. ``writes``' operands are renamed in place. Returns the number
+    of slots used (``n_slots + 1``) and fills ``grouped`` / ``group_bounds`` as ops / op_bounds."""
+    n_chunks = op_bounds.shape[0] - 1
+    phys = np.empty(n_slots + 1, dtype=np.int64)
+    n_out = 0
+    for c in range(n_chunks):
+        for s in range(n_slots + 1):
+            phys[s] = s
+        spare = n_slots
+        group_bounds[c] = n_out
+        j = op_bounds[c]
+        while j < op_bounds[c + 1]:
+            kind, t, x, y = ops[j, 0], ops[j, 1], ops[j, 2], ops[j, 3]
+            if kind == COPY:  # t is a fresh slot: its physical slot holds nothing anyone reads
+                grouped[n_out, 0], grouped[n_out, 1] = COPY, phys[t]
+                grouped[n_out, 2] = phys[x] if x >= 0 else x
+                grouped[n_out, 3] = grouped[n_out, 2]
+                n_out += 1
+                j += 1
+                continue
+            row = grouped[n_out]
+            row[0], row[1] = GROUP, spare
+            row[2] = phys[x] if x >= 0 else x
+            row[3] = phys[y] if y >= 0 else y
+            m = 0
+            k = j + 1
+            while (m < MAX_CHAIN and k < op_bounds[c + 1] and ops[k, 0] == ADD and ops[k, 1] == t
+                   and ops[k, 3] == t and ops[k, 2] != t):  # slot t = y_k + slot t
+                v = ops[k, 2]
+                row[5 + m] = phys[v] if v >= 0 else v
+                m += 1
+                k += 1
+            row[4] = m
+            freed = phys[t]
+            phys[t] = spare
+            spare = freed
+            n_out += 1
+            j = k
+        for w in range(write_bounds[c], write_bounds[c + 1]):
+            if writes[w, 1] >= 0:
+                writes[w, 1] = phys[writes[w, 1]]
+    group_bounds[n_chunks] = n_out
+    return n_slots + 1
 
 
 @jit_inline
-def add3_tile(out, x, y, wire):
-    """out[:] = x + y in the wire arithmetic (x is the receiver's value: the left operand, as in add_tile);
-    ``out`` must not overlap x or y (else :func:`_add_into`)."""
+def _group(out, x, y, y1, y2, y3, m, wire):
+    """out[:] = y3 + (y2 + (y1 + (x + y))), as far as m terms go (m = 0..3), each addition rounded in the wire
+    arithmetic; out overlaps none of the operands (group_ops). One loop per (m, wire), so that each vectorises."""
     n = out.shape[0]
     if wire == _FP16:
-        for i in range(n):
-            out[i] = _sum(x[i], y[i], _FP16)
+        if m == 0:
+            for i in range(n):
+                out[i] = _sum(x[i], y[i], _FP16)
+        elif m == 1:
+            for i in range(n):
+                out[i] = _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16)
+        elif m == 2:
+            for i in range(n):
+                out[i] = _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16)
+        else:
+            for i in range(n):
+                out[i] = _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16)
     elif wire == _BF16:
-        for i in range(n):
-            out[i] = _sum(x[i], y[i], _BF16)
+        if m == 0:
+            for i in range(n):
+                out[i] = _sum(x[i], y[i], _BF16)
+        elif m == 1:
+            for i in range(n):
+                out[i] = _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16)
+        elif m == 2:
+            for i in range(n):
+                out[i] = _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16)
+        else:
+            for i in range(n):
+                out[i] = _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16)
     else:
-        for i in range(n):
-            out[i] = x[i] + y[i]
+        if m == 0:
+            for i in range(n):
+                out[i] = x[i] + y[i]
+        elif m == 1:
+            for i in range(n):
+                out[i] = y1[i] + (x[i] + y[i])
+        elif m == 2:
+            for i in range(n):
+                out[i] = y2[i] + (y1[i] + (x[i] + y[i]))
+        else:
+            for i in range(n):
+                out[i] = y3[i] + (y2[i] + (y1[i] + (x[i] + y[i])))
 
 
 @jit_inline
@@ -240,7 +298,7 @@ def _operand(v, in_addr, offset, slots, stride, like, width):
 @jit
 def run_direct(in_addr, out_addr, like, chunk_start, chunk_len, ops, op_bounds, writes, write_bounds, slots, stride,
                lo, hi, tile, copy_tile, streaming, wire):
-    """Run a :func:`plan_direct` program on elements [lo, hi) of every chunk (relative to its start; clipped to its
+    """Run a :func:`group_ops` program on elements [lo, hi) of every chunk (relative to its start; clipped to its
     length), ``tile`` elements at a time (``copy_tile`` for chunks whose program has no operation: results copied
     straight from inputs, no slot). ``in_addr[r]`` / ``out_addr[r]``: the address of element 0 of rank r's
     input / output in the buffer's coordinates (chunk c starts at element ``chunk_start[c]``); ``slots``: the
@@ -257,16 +315,13 @@ def run_direct(in_addr, out_addr, like, chunk_start, chunk_len, ops, op_bounds, 
             for j in range(op_bounds[c], op_bounds[c + 1]):
                 target = address_view(slots + ops[j, 1] * stride, like, width)
                 x = _operand(ops[j, 2], in_addr, offset, slots, stride, like, width)
-                if ops[j, 0] == ADD:
+                if ops[j, 0] == GROUP:
+                    m = ops[j, 4]
                     y = _operand(ops[j, 3], in_addr, offset, slots, stride, like, width)
-                    if ops[j, 1] == ops[j, 2] and ops[j, 1] == ops[j, 3]:
-                        _add_into(target, y, True, wire)  # a slot added to itself
-                    elif ops[j, 1] == ops[j, 2]:
-                        _add_into(target, y, True, wire)
-                    elif ops[j, 1] == ops[j, 3]:
-                        _add_into(target, x, False, wire)
-                    else:
-                        add3_tile(target, x, y, wire)
+                    y1 = _operand(ops[j, 5], in_addr, offset, slots, stride, like, width) if m >= 1 else x
+                    y2 = _operand(ops[j, 6], in_addr, offset, slots, stride, like, width) if m >= 2 else x
+                    y3 = _operand(ops[j, 7], in_addr, offset, slots, stride, like, width) if m >= 3 else x
+                    _group(target, x, y, y1, y2, y3, m, wire)
                 else:
                     for i in range(width):
                         target[i] = x[i]

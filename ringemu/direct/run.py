@@ -114,8 +114,13 @@ def program(schedule: Schedule, layout, shard_results: bool, in_place: bool) -> 
                                                      bool(in_place), not schedule.exchange, ops, op_bounds, writes,
                                                      write_bounds)
         if status == 0:
-            found = Program(ops[:op_bounds[-1]].copy(), op_bounds, writes[:write_bounds[-1]].copy(), write_bounds,
-                            int(n_slots), start, length)
+            grouped = np.zeros((int(op_bounds[-1]), 8), dtype=np.int64)
+            group_bounds = np.zeros_like(op_bounds)
+            writes = writes[:write_bounds[-1]].copy()
+            n_slots = kernels_direct.group_ops(ops, op_bounds, int(n_slots), grouped, group_bounds, writes,
+                                               write_bounds)
+            found = Program(grouped[:group_bounds[-1]].copy(), group_bounds, writes, write_bounds, int(n_slots),
+                            start, length)
     if len(cache) >= 16:  # a schedule reused for many buffer sizes keeps the programs of the last few
         cache.pop(next(iter(cache)))
     cache[key] = found
