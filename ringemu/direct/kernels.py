@@ -186,14 +186,14 @@ def _sum(a, b, wire):
 
 
 GROUP = 2  # a run of additions in one pass: v = x + y, then v = y_k + v for k = 1..m (m <= MAX_CHAIN)
-MAX_CHAIN = 3
+MAX_CHAIN = 7
 
 
 @jit
 def group_ops(ops, op_bounds, n_slots, grouped, group_bounds, writes, write_bounds):
     """Rewrite a :func:`plan_direct` program so that each run of additions into one slot, each adding one more
     value on the left of the running sum (the ring's ``slot = input + slot``), is a single GROUP row: (GROUP,
-    out, x, y, m, y1, y2, y3) computes v = x + y, then v = y_k + v for k = 1..m, into a slot that none of its
+    out, x, y, m, y1, ..., y7) computes v = x + y, then v = y_k + v for k = 1..m, into a slot that none of its
     operands is (slots are renamed, one spare slot rotating), so that the group's loop reads its operands from
     memory together and writes once, and vectorises with no overlap to check. The same additions in the same order
     with the same operands: the bits do not change. ``writes``' operands are renamed in place. Returns the number
@@ -242,9 +242,10 @@ def group_ops(ops, op_bounds, n_slots, grouped, group_bounds, writes, write_boun
 
 
 @jit_inline
-def _group(out, x, y, y1, y2, y3, m, wire):
-    """out[:] = y3 + (y2 + (y1 + (x + y))), as far as m terms go (m = 0..3), each addition rounded in the wire
-    arithmetic; out overlaps none of the operands (group_ops). One loop per (m, wire), so that each vectorises."""
+def _group(out, x, y, y1, y2, y3, y4, y5, y6, y7, m, wire):
+    """out[:] = y7 + (... + (y1 + (x + y))), as far as m terms go (m = 0..7), each addition rounded in the
+    wire arithmetic; out overlaps none of the operands (group_ops). One loop per (m, wire), so that each
+    vectorises with its operands read together."""
     n = out.shape[0]
     if wire == _FP16:
         if m == 0:
@@ -256,9 +257,21 @@ def _group(out, x, y, y1, y2, y3, m, wire):
         elif m == 2:
             for i in range(n):
                 out[i] = _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16)
-        else:
+        elif m == 3:
             for i in range(n):
                 out[i] = _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16)
+        elif m == 4:
+            for i in range(n):
+                out[i] = _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16), _FP16)
+        elif m == 5:
+            for i in range(n):
+                out[i] = _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16), _FP16), _FP16)
+        elif m == 6:
+            for i in range(n):
+                out[i] = _sum(y6[i], _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16), _FP16), _FP16), _FP16)
+        else:
+            for i in range(n):
+                out[i] = _sum(y7[i], _sum(y6[i], _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16), _FP16), _FP16), _FP16), _FP16)
     elif wire == _BF16:
         if m == 0:
             for i in range(n):
@@ -269,9 +282,21 @@ def _group(out, x, y, y1, y2, y3, m, wire):
         elif m == 2:
             for i in range(n):
                 out[i] = _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16)
-        else:
+        elif m == 3:
             for i in range(n):
                 out[i] = _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16)
+        elif m == 4:
+            for i in range(n):
+                out[i] = _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16), _BF16)
+        elif m == 5:
+            for i in range(n):
+                out[i] = _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16), _BF16), _BF16)
+        elif m == 6:
+            for i in range(n):
+                out[i] = _sum(y6[i], _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16), _BF16), _BF16), _BF16)
+        else:
+            for i in range(n):
+                out[i] = _sum(y7[i], _sum(y6[i], _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16), _BF16), _BF16), _BF16), _BF16)
     else:
         if m == 0:
             for i in range(n):
@@ -282,9 +307,21 @@ def _group(out, x, y, y1, y2, y3, m, wire):
         elif m == 2:
             for i in range(n):
                 out[i] = y2[i] + (y1[i] + (x[i] + y[i]))
-        else:
+        elif m == 3:
             for i in range(n):
                 out[i] = y3[i] + (y2[i] + (y1[i] + (x[i] + y[i])))
+        elif m == 4:
+            for i in range(n):
+                out[i] = y4[i] + (y3[i] + (y2[i] + (y1[i] + (x[i] + y[i]))))
+        elif m == 5:
+            for i in range(n):
+                out[i] = y5[i] + (y4[i] + (y3[i] + (y2[i] + (y1[i] + (x[i] + y[i])))))
+        elif m == 6:
+            for i in range(n):
+                out[i] = y6[i] + (y5[i] + (y4[i] + (y3[i] + (y2[i] + (y1[i] + (x[i] + y[i]))))))
+        else:
+            for i in range(n):
+                out[i] = y7[i] + (y6[i] + (y5[i] + (y4[i] + (y3[i] + (y2[i] + (y1[i] + (x[i] + y[i])))))))
 
 
 @jit_inline
@@ -321,7 +358,11 @@ def run_direct(in_addr, out_addr, like, chunk_start, chunk_len, ops, op_bounds, 
                     y1 = _operand(ops[j, 5], in_addr, offset, slots, stride, like, width) if m >= 1 else x
                     y2 = _operand(ops[j, 6], in_addr, offset, slots, stride, like, width) if m >= 2 else x
                     y3 = _operand(ops[j, 7], in_addr, offset, slots, stride, like, width) if m >= 3 else x
-                    _group(target, x, y, y1, y2, y3, m, wire)
+                    y4 = _operand(ops[j, 8], in_addr, offset, slots, stride, like, width) if m >= 4 else x
+                    y5 = _operand(ops[j, 9], in_addr, offset, slots, stride, like, width) if m >= 5 else x
+                    y6 = _operand(ops[j, 10], in_addr, offset, slots, stride, like, width) if m >= 6 else x
+                    y7 = _operand(ops[j, 11], in_addr, offset, slots, stride, like, width) if m >= 7 else x
+                    _group(target, x, y, y1, y2, y3, y4, y5, y6, y7, m, wire)
                 else:
                     for i in range(width):
                         target[i] = x[i]

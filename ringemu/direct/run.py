@@ -114,7 +114,7 @@ def program(schedule: Schedule, layout, shard_results: bool, in_place: bool) -> 
                                                      bool(in_place), not schedule.exchange, ops, op_bounds, writes,
                                                      write_bounds)
         if status == 0:
-            grouped = np.zeros((int(op_bounds[-1]), 8), dtype=np.int64)
+            grouped = np.zeros((int(op_bounds[-1]), 5 + kernels_direct.MAX_CHAIN), dtype=np.int64)
             group_bounds = np.zeros_like(op_bounds)
             writes = writes[:write_bounds[-1]].copy()
             n_slots = kernels_direct.group_ops(ops, op_bounds, int(n_slots), grouped, group_bounds, writes,
