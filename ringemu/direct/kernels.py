@@ -30,7 +30,7 @@ __all__ = ["ADD", "COPY", "GROUP", "MAX_CHAIN", "plan_direct", "group_ops", "run
            "NOT_PLANNED_RESULT"]
 
 ADD, COPY = 1, 0  # program op kinds (COPY == schedule.COPY)
-_FP16, _BF16 = 1, 2  # == ringemu.wire.WIRE_*
+_NATIVE, _FP16, _BF16 = 0, 1, 2  # == ringemu.wire.WIRE_*
 NOT_PLANNED_READ, NOT_PLANNED_RESULT = 1, 2  # plan_direct's status: an addition reads, or a result is, undefined
 
 
@@ -176,13 +176,22 @@ def plan_direct(step, src, dst, op, order, chunk_bounds, has_input, keep_lo, kee
 
 
 @jit_inline
+def _add(a, b):
+    """a + b with the NaN rule of :func:`ringemu.reference.add_nan_left`: a NaN ``a`` (the receiver's value) wins,
+    quieted (``a + a``), whatever order the compiled add takes its operands in; a branch-free select."""
+    total = a + b
+    return total if a == a else a + a
+
+
+@jit_inline
 def _sum(a, b, wire):
-    """a + b in the wire arithmetic (16-bit floats: widened to fp32, added, rounded to nearest even)."""
+    """a + b in the wire arithmetic (16-bit floats: widened to fp32, added, rounded to nearest even), ``a`` the
+    receiver's value (:func:`_add`'s NaN rule)."""
     if wire == _FP16:
-        return f32_to_half(half_to_f32(np.uint16(a)) + half_to_f32(np.uint16(b)))
+        return f32_to_half(_add(half_to_f32(np.uint16(a)), half_to_f32(np.uint16(b))))
     if wire == _BF16:
-        return f32_to_bf16_fast(bf16_to_f32_fast(np.uint16(a)) + bf16_to_f32_fast(np.uint16(b)))
-    return a + b
+        return f32_to_bf16_fast(_add(bf16_to_f32_fast(np.uint16(a)), bf16_to_f32_fast(np.uint16(b))))
+    return _add(a, b)
 
 
 GROUP = 2  # a run of additions in one pass: v = x + y, then v = y_k + v for k = 1..m (m <= MAX_CHAIN)
@@ -244,84 +253,192 @@ def group_ops(ops, op_bounds, n_slots, grouped, group_bounds, writes, write_boun
 @jit_inline
 def _group(out, x, y, y1, y2, y3, y4, y5, y6, y7, m, wire):
     """out[:] = y7 + (... + (y1 + (x + y))), as far as m terms go (m = 0..7), each addition rounded in the
-    wire arithmetic; out overlaps none of the operands (group_ops). One loop per (m, wire), so that each
-    vectorises with its operands read together."""
+    wire arithmetic, the receiver (the left operand) first in the NaN rule; out overlaps none of the operands
+    (group_ops). One loop per (m, wire), so that each vectorises with its operands read together."""
     n = out.shape[0]
     if wire == _FP16:
         if m == 0:
             for i in range(n):
-                out[i] = _sum(x[i], y[i], _FP16)
+                v = _sum(x[i], y[i], _FP16)
+                out[i] = v
         elif m == 1:
             for i in range(n):
-                out[i] = _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16)
+                v = _sum(x[i], y[i], _FP16)
+                v = _sum(y1[i], v, _FP16)
+                out[i] = v
         elif m == 2:
             for i in range(n):
-                out[i] = _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16)
+                v = _sum(x[i], y[i], _FP16)
+                v = _sum(y1[i], v, _FP16)
+                v = _sum(y2[i], v, _FP16)
+                out[i] = v
         elif m == 3:
             for i in range(n):
-                out[i] = _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16)
+                v = _sum(x[i], y[i], _FP16)
+                v = _sum(y1[i], v, _FP16)
+                v = _sum(y2[i], v, _FP16)
+                v = _sum(y3[i], v, _FP16)
+                out[i] = v
         elif m == 4:
             for i in range(n):
-                out[i] = _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16), _FP16)
+                v = _sum(x[i], y[i], _FP16)
+                v = _sum(y1[i], v, _FP16)
+                v = _sum(y2[i], v, _FP16)
+                v = _sum(y3[i], v, _FP16)
+                v = _sum(y4[i], v, _FP16)
+                out[i] = v
         elif m == 5:
             for i in range(n):
-                out[i] = _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16), _FP16), _FP16)
+                v = _sum(x[i], y[i], _FP16)
+                v = _sum(y1[i], v, _FP16)
+                v = _sum(y2[i], v, _FP16)
+                v = _sum(y3[i], v, _FP16)
+                v = _sum(y4[i], v, _FP16)
+                v = _sum(y5[i], v, _FP16)
+                out[i] = v
         elif m == 6:
             for i in range(n):
-                out[i] = _sum(y6[i], _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16), _FP16), _FP16), _FP16)
+                v = _sum(x[i], y[i], _FP16)
+                v = _sum(y1[i], v, _FP16)
+                v = _sum(y2[i], v, _FP16)
+                v = _sum(y3[i], v, _FP16)
+                v = _sum(y4[i], v, _FP16)
+                v = _sum(y5[i], v, _FP16)
+                v = _sum(y6[i], v, _FP16)
+                out[i] = v
         else:
             for i in range(n):
-                out[i] = _sum(y7[i], _sum(y6[i], _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _FP16), _FP16), _FP16), _FP16), _FP16), _FP16), _FP16), _FP16)
+                v = _sum(x[i], y[i], _FP16)
+                v = _sum(y1[i], v, _FP16)
+                v = _sum(y2[i], v, _FP16)
+                v = _sum(y3[i], v, _FP16)
+                v = _sum(y4[i], v, _FP16)
+                v = _sum(y5[i], v, _FP16)
+                v = _sum(y6[i], v, _FP16)
+                v = _sum(y7[i], v, _FP16)
+                out[i] = v
     elif wire == _BF16:
         if m == 0:
             for i in range(n):
-                out[i] = _sum(x[i], y[i], _BF16)
+                v = _sum(x[i], y[i], _BF16)
+                out[i] = v
         elif m == 1:
             for i in range(n):
-                out[i] = _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                out[i] = v
         elif m == 2:
             for i in range(n):
-                out[i] = _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                v = _sum(y2[i], v, _BF16)
+                out[i] = v
         elif m == 3:
             for i in range(n):
-                out[i] = _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                v = _sum(y2[i], v, _BF16)
+                v = _sum(y3[i], v, _BF16)
+                out[i] = v
         elif m == 4:
             for i in range(n):
-                out[i] = _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16), _BF16)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                v = _sum(y2[i], v, _BF16)
+                v = _sum(y3[i], v, _BF16)
+                v = _sum(y4[i], v, _BF16)
+                out[i] = v
         elif m == 5:
             for i in range(n):
-                out[i] = _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16), _BF16), _BF16)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                v = _sum(y2[i], v, _BF16)
+                v = _sum(y3[i], v, _BF16)
+                v = _sum(y4[i], v, _BF16)
+                v = _sum(y5[i], v, _BF16)
+                out[i] = v
         elif m == 6:
             for i in range(n):
-                out[i] = _sum(y6[i], _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16), _BF16), _BF16), _BF16)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                v = _sum(y2[i], v, _BF16)
+                v = _sum(y3[i], v, _BF16)
+                v = _sum(y4[i], v, _BF16)
+                v = _sum(y5[i], v, _BF16)
+                v = _sum(y6[i], v, _BF16)
+                out[i] = v
         else:
             for i in range(n):
-                out[i] = _sum(y7[i], _sum(y6[i], _sum(y5[i], _sum(y4[i], _sum(y3[i], _sum(y2[i], _sum(y1[i], _sum(x[i], y[i], _BF16), _BF16), _BF16), _BF16), _BF16), _BF16), _BF16), _BF16)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                v = _sum(y2[i], v, _BF16)
+                v = _sum(y3[i], v, _BF16)
+                v = _sum(y4[i], v, _BF16)
+                v = _sum(y5[i], v, _BF16)
+                v = _sum(y6[i], v, _BF16)
+                v = _sum(y7[i], v, _BF16)
+                out[i] = v
     else:
         if m == 0:
             for i in range(n):
-                out[i] = x[i] + y[i]
+                v = _sum(x[i], y[i], _NATIVE)
+                out[i] = v
         elif m == 1:
             for i in range(n):
-                out[i] = y1[i] + (x[i] + y[i])
+                v = _sum(x[i], y[i], _NATIVE)
+                v = _sum(y1[i], v, _NATIVE)
+                out[i] = v
         elif m == 2:
             for i in range(n):
-                out[i] = y2[i] + (y1[i] + (x[i] + y[i]))
+                v = _sum(x[i], y[i], _NATIVE)
+                v = _sum(y1[i], v, _NATIVE)
+                v = _sum(y2[i], v, _NATIVE)
+                out[i] = v
         elif m == 3:
             for i in range(n):
-                out[i] = y3[i] + (y2[i] + (y1[i] + (x[i] + y[i])))
+                v = _sum(x[i], y[i], _NATIVE)
+                v = _sum(y1[i], v, _NATIVE)
+                v = _sum(y2[i], v, _NATIVE)
+                v = _sum(y3[i], v, _NATIVE)
+                out[i] = v
         elif m == 4:
             for i in range(n):
-                out[i] = y4[i] + (y3[i] + (y2[i] + (y1[i] + (x[i] + y[i]))))
+                v = _sum(x[i], y[i], _NATIVE)
+                v = _sum(y1[i], v, _NATIVE)
+                v = _sum(y2[i], v, _NATIVE)
+                v = _sum(y3[i], v, _NATIVE)
+                v = _sum(y4[i], v, _NATIVE)
+                out[i] = v
         elif m == 5:
             for i in range(n):
-                out[i] = y5[i] + (y4[i] + (y3[i] + (y2[i] + (y1[i] + (x[i] + y[i])))))
+                v = _sum(x[i], y[i], _NATIVE)
+                v = _sum(y1[i], v, _NATIVE)
+                v = _sum(y2[i], v, _NATIVE)
+                v = _sum(y3[i], v, _NATIVE)
+                v = _sum(y4[i], v, _NATIVE)
+                v = _sum(y5[i], v, _NATIVE)
+                out[i] = v
         elif m == 6:
             for i in range(n):
-                out[i] = y6[i] + (y5[i] + (y4[i] + (y3[i] + (y2[i] + (y1[i] + (x[i] + y[i]))))))
+                v = _sum(x[i], y[i], _NATIVE)
+                v = _sum(y1[i], v, _NATIVE)
+                v = _sum(y2[i], v, _NATIVE)
+                v = _sum(y3[i], v, _NATIVE)
+                v = _sum(y4[i], v, _NATIVE)
+                v = _sum(y5[i], v, _NATIVE)
+                v = _sum(y6[i], v, _NATIVE)
+                out[i] = v
         else:
             for i in range(n):
-                out[i] = y7[i] + (y6[i] + (y5[i] + (y4[i] + (y3[i] + (y2[i] + (y1[i] + (x[i] + y[i])))))))
+                v = _sum(x[i], y[i], _NATIVE)
+                v = _sum(y1[i], v, _NATIVE)
+                v = _sum(y2[i], v, _NATIVE)
+                v = _sum(y3[i], v, _NATIVE)
+                v = _sum(y4[i], v, _NATIVE)
+                v = _sum(y5[i], v, _NATIVE)
+                v = _sum(y6[i], v, _NATIVE)
+                v = _sum(y7[i], v, _NATIVE)
+                out[i] = v
 
 
 @jit_inline

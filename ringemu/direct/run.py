@@ -31,7 +31,7 @@ from ..wire import kernel_view
 
 __all__ = ["Program", "program", "run_direct", "run_call", "shard_starts"]
 
-_SLOT_BUDGET = 256 << 10  # bytes of scratch slots per thread before the tile shrinks (half a 2 MiB L2, one core)
+_SLOT_BUDGET = 256 << 10  # bytes of scratch slots per thread before the tile shrinks (a quarter of a 1 MiB L2)
 
 
 class Program:
