@@ -40,7 +40,9 @@ PARTS = {
                      "tests/test_refusals.py::test_fault_specs_refuse_repeated_and_out_of_range_fields_when_parsed"]),
     "memory-guard": (["ringemu/memory_guard.py"],
                      ["tests/test_memory_guard.py", "tests/test_refusals.py::test_the_memory_guard_honours_ulimit_v",
-                      "tests/test_refusals.py::test_address_space_left_reads_the_soft_limit"]),
+                      "tests/test_refusals.py::test_address_space_left_reads_the_soft_limit",
+                      "tests/test_refusals.py::test_address_space_left_is_the_limit_less_vmsize",
+                      "tests/test_refusals.py::test_the_run_estimate_is_the_documented_sum"]),
     "activations": (["zero_stages/memory/activations.py"],
                     ["tests/test_activations.py",
                      "tests/test_refusals.py::test_memory_activation_sizes_are_bounded_before_any_work"]),
@@ -53,10 +55,10 @@ _CONFIG = """
 source_paths =
     ringemu
     zero_stages
+    proofs
 only_mutate =
 {mutate}
 also_copy =
-    proofs
     examples
     benchmarks
 pytest_add_cli_args_test_selection =
