@@ -34,7 +34,8 @@ __all__ = ["PARTS", "run_part", "main"]
 PARTS = {
     "checkpoint": (["zero_stages/checkpoint/validate.py", "zero_stages/checkpoint/root.py",
                     "zero_stages/checkpoint/format.py"],
-                   ["tests/test_checkpoint.py", "tests/test_checkpoint_trust.py"]),
+                   ["tests/test_checkpoint.py", "tests/test_checkpoint_trust.py", "tests/test_checkpoint_root.py",
+                    "tests/test_checkpoint_fields.py"]),
     "faults-spec": (["ringemu/faults/spec.py", "ringemu/faults/plan.py"],
                     ["tests/test_faults.py", "tests/test_refusals.py::test_zero_fault_specs_the_run_lacks_exit_2",
                      "tests/test_refusals.py::test_fault_specs_refuse_repeated_and_out_of_range_fields_when_parsed"]),
@@ -48,6 +49,8 @@ PARTS = {
                      "tests/test_refusals.py::test_memory_activation_sizes_are_bounded_before_any_work"]),
     "core-layout": (["ringemu/layout.py", "ringemu/checks.py"],
                     ["tests/test_layout.py", "tests/test_input_checks.py"]),
+    "proofs-core": (["proofs/exact.py", "proofs/rounding.py", "proofs/ids.py", "proofs/claim.py"],
+                    ["tests/test_proofs.py", "tests/test_proofs_rules.py"]),
 }
 
 _CONFIG = """
