@@ -37,7 +37,8 @@ PARTS = {
                    ["tests/test_checkpoint.py", "tests/test_checkpoint_trust.py", "tests/test_checkpoint_root.py",
                     "tests/test_checkpoint_fields.py"]),
     "faults-spec": (["ringemu/faults/spec.py", "ringemu/faults/plan.py"],
-                    ["tests/test_faults.py", "tests/test_refusals.py::test_zero_fault_specs_the_run_lacks_exit_2",
+                    ["tests/test_faults.py", "tests/test_fault_spec.py",
+                     "tests/test_refusals.py::test_zero_fault_specs_the_run_lacks_exit_2",
                      "tests/test_refusals.py::test_fault_specs_refuse_repeated_and_out_of_range_fields_when_parsed"]),
     "memory-guard": (["ringemu/memory_guard.py"],
                      ["tests/test_memory_guard.py", "tests/test_refusals.py::test_the_memory_guard_honours_ulimit_v",
@@ -48,9 +49,9 @@ PARTS = {
                     ["tests/test_activations.py",
                      "tests/test_refusals.py::test_memory_activation_sizes_are_bounded_before_any_work"]),
     "core-layout": (["ringemu/layout.py", "ringemu/checks.py"],
-                    ["tests/test_layout.py", "tests/test_input_checks.py"]),
+                    ["tests/test_layout.py", "tests/test_input_checks.py", "tests/test_checks.py"]),
     "proofs-core": (["proofs/exact.py", "proofs/rounding.py", "proofs/ids.py", "proofs/claim.py"],
-                    ["tests/test_proofs.py", "tests/test_proofs_rules.py"]),
+                    ["tests/test_proofs.py", "tests/test_proofs_rules.py", "tests/test_proofs_evaluate.py"]),
 }
 
 _CONFIG = """
