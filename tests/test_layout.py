@@ -112,3 +112,28 @@ def test_shards_must_divide_the_chunks():
     assert str(err.value) == "n_chunks must be a multiple of n_shards, or 1; got n_chunks=6, n_shards=4"
     with pytest.raises(ValueError, match=r"^n_shards must be an integer >= 1 and <= 9_223_372_036_854_775_807, got 0$"):
         ChunkLayout(10, 6, 0)
+
+
+def test_a_layout_holds_plain_ints_and_refuses_more_chunks_than_int64_counts():
+    """numpy counts become Python ints (exact arithmetic); at most 2^63 − 1 chunks."""
+    lay = ChunkLayout(np.int64(10), np.int64(4), np.int32(2))
+    assert [type(v) for v in (lay.numel, lay.n_chunks, lay.n_shards)] == [int, int, int]
+    with pytest.raises(ValueError, match=r"^n_chunks must be an integer >= 1 and <= 9_223_372_036_854_775_807, got "
+                                         r"9223372036854775808$"):
+        ChunkLayout(0, 2 ** 63)
+
+
+@pytest.mark.parametrize("numel, n_chunks, n_shards, padded_rows", [
+    (5, 3, None, [[1, 2, 3, 4, 5, 0], [6, 7, 8, 9, 10, 0]]),
+    (5, 4, 2, [[1, 2, 3, 0, 4, 5, 0, 0], [6, 7, 8, 0, 9, 10, 0, 0]]),
+])
+def test_pad_and_unpad_move_every_row_and_keep_its_type(numel, n_chunks, n_shards, padded_rows):
+    """Each of k rows is placed on its own (padding zeroed, whatever ``out`` held) and read back in the world's
+    dtype: 5 elements in 3 chunks of 2 (one element of padding at the end), or in 2 shards of 3 cut in 2 chunks
+    of 2 (each shard's data, then its padding)."""
+    lay = ChunkLayout(numel, n_chunks, n_shards)
+    rows = np.arange(1, 11, dtype=np.int16).reshape(2, 5)
+    padded = lay.pad(rows, np.full((2, lay.padded_numel), -1, dtype=np.int16))
+    assert padded.tolist() == padded_rows
+    back = lay.unpad(padded)
+    assert back.dtype == np.int16 and back.tolist() == rows.tolist()

@@ -110,3 +110,22 @@ def test_a_missing_engine_makes_the_claim_not_checkable_and_says_which_check(whe
     exact, run = (absent, lambda ctx: (VALUE,)) if where == "exact" else (lambda: (VALUE,), absent)
     result = evaluate(_claim(exact, run))
     assert (result.status, result.message) == ("not-checkable", f"{where}: PyTorch is not installed")
+
+
+def test_stated_values_are_printed_as_the_rule_renders_them():
+    """A tuple the words state is printed the rule's way (``1 : 2``), in the mismatch and in the rounding
+    message alike."""
+    stated = Stated((1, 2))
+    result = evaluate(_claim(lambda: ((1, 2),), lambda ctx: ((1, 3),), printed="1 : 2", rule=stated))
+    assert result.message == "p: run 1 : 3 ≠ exact 1 : 2"
+    result = evaluate(_claim(lambda: ((1, 3),), None, "exact-only", printed="1 : 2", rule=stated))
+    assert result.message == "p: exact value 1 : 3 rounds to 1 : 3, printed 1 : 2"
+
+
+def test_every_result_names_its_claim_and_both_broken_checks():
+    """The result carries the claim it judged, whatever the verdict; two broken checks are both said, once."""
+    for claim in (_claim(lambda: (VALUE,), lambda ctx: (VALUE,)), Claim("T3", "s", "src", not_checkable="why"),
+                  _claim(lambda: (VALUE,), lambda ctx: (_ for _ in ()).throw(NotCheckableHere("no torch")))):
+        assert evaluate(claim).claim is claim
+    result = evaluate(_claim(lambda: 1 / 0, lambda ctx: {}[0], labels=("a", "b")))
+    assert result.message == "exact check raised ZeroDivisionError: division by zero; run check raised KeyError: 0"

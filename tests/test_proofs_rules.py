@@ -187,3 +187,22 @@ def test_formula_of_n_is_evaluated_exactly_at_each_n():
     assert not rule.matches((1, Fraction(149, 100)), "")
     assert rule.render((1, Fraction(3, 2))) == "1, 3/2"
     assert rule.describe() == "the printed formula evaluated exactly at N = 2, 4"
+
+
+def test_rules_without_rounding_print_the_value_itself_as_unrounded():
+    """Only Decimals rounds; every other rule's "before rounding" text is its rendering of the value."""
+    assert Exactly().unrounded(Fraction(3, 2)) == "1.5" and About(Fraction(1, 10)).unrounded(Fraction(1, 3)) == \
+        "0.3333…"
+    assert AllEqual((2,)).unrounded((3,)) == "3 each"
+
+
+def test_decimals_keep_their_places_below_10_to_the_15_and_write_exactly_from_there():
+    """Below 10^15 the fixed decimals the source prints (trailing zeros too); from 10^15 on the exact digits."""
+    assert Decimals(2).render(1000) == "1,000.00" and Decimals(1).render(Fraction(1, 2)) == "0.5"
+    assert Decimals(2).render(10 ** 15) == "1,000,000,000,000,000"
+
+
+def test_one_setting_is_trivially_constant():
+    """A single measurement is constant; it must still be > 0 (1 is)."""
+    assert AllEqual((8,)).matches((5,), "") and AllEqual((8,)).render((5,)) == "5 each"
+    assert AllEqual((2, 4)).matches((1, 1), "") and not AllEqual((8,)).matches((0,), "")
