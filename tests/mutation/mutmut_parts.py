@@ -9,7 +9,9 @@ mutmut needs its own environment (it is not a dependency of ringemu): ``python3 
 mutated and the test files run against them; mutmut plants every mutation its operators make in those files
 (operators, constants, comparisons, arguments, return values ...), runs the tests that cover each mutated
 function, and reports it killed (a test failed), survived, timed out, or not covered (no test reaches it). The
-score printed is killed / (killed + survived + timeouts + no tests): a mutant no test reaches counts as a miss.
+score printed is killed / all mutants: any other outcome is a miss (a mutant no test reaches, a timeout, a
+crash), and so is one reviewed as equivalent (``equivalent.py`` lists each with its reason; they are
+reported apart from the survivors, and the score without them is printed beside).
 The numba kernels (``kernels.py``, ``_jit.py``, ``_adam_kernel.py``) are never mutated: mutmut's trampolines
 cannot run inside ``@jit`` code; ``tests/mutation/run.py`` plants bugs there by hand.
 """
@@ -25,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from equivalent import EQUIVALENT  # this directory: the reviewed equivalent mutants
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,13 +108,20 @@ def run_part(part: str, mutmut: str, children: int) -> dict:
         m = re.match(r"\s*(\S+): (.+)$", line)
         if not m:
             continue
-        counts[m.group(2)] = counts.get(m.group(2), 0) + 1
-        if m.group(2) in ("survived", "no tests"):
-            survivors.append(f"{m.group(1)} ({m.group(2)})")
+        name, status = m.group(1), m.group(2)
+        if status == "survived" and name in EQUIVALENT:
+            status = "equivalent"  # reviewed: no input tells it from the original (tests/mutation/equivalent.py)
+        counts[status] = counts.get(status, 0) + 1
+        if status not in ("killed", "equivalent"):
+            survivors.append(f"{name} ({status})")
     killed = counts.get("killed", 0)
-    missed = sum(counts.get(k, 0) for k in ("survived", "timeout", "no tests"))
+    missed = sum(counts.values()) - killed  # every other outcome (segfault and suspicious included) is a miss
+    equivalent = counts.get("equivalent", 0)
     result = {"part": part, "files": mutate, "tests": tests, "counts": counts, "killed": killed,
-              "missed": missed, "score": None if killed + missed == 0 else killed / (killed + missed),
+              "missed": missed, "equivalent": equivalent,
+              "score_without_equivalent": None if killed + missed == equivalent else
+              killed / (killed + missed - equivalent),
+              "score": None if killed + missed == 0 else killed / (killed + missed),
               "seconds": round(seconds, 1), "survivors": survivors, "scratch": str(work),
               "returncode": run.returncode, "log_tail": (run.stdout + run.stderr)[-3000:]}
     return result
@@ -128,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         r = run_part(part, args.mutmut, args.children)
         results.append(r)
         score = "n/a" if r["score"] is None else f"{100 * r['score']:.1f} %"
-        print(f"{part:<14} killed {r['killed']:>4} of {r['killed'] + r['missed']:>4}  score {score:>7}  "
-              f"{r['seconds']:>7.1f} s  {r['counts']}", flush=True)
+        rest = r["score_without_equivalent"]
+        rest = "n/a" if rest is None else f"{100 * rest:.1f} %"
+        print(f"{part:<14} killed {r['killed']:>4} of {r['killed'] + r['missed']:>4}  score {score:>7} "
+              f"({rest} without the equivalent)  {r['seconds']:>7.1f} s  {r['counts']}", flush=True)
         if r["score"] is None:
             print(r["log_tail"], file=sys.stderr)
     if args.json:
