@@ -100,3 +100,76 @@ def test_cli_memory_activation_flags(argv, flag, capsys):
     assert main(["memory", "--params", "100", "--ranks", "2", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ringemu: error:") and flag in err and len(err.strip().splitlines()) == 1
+
+
+# -- the shape's bounds and its words ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["seq", "batch", "hidden"])
+def test_each_dimension_is_bounded_at_2_to_the_40(name):
+    """s, b, h in [1, 2^40], the bound included; the message names the dimension and the bound."""
+    base = dict(seq=1, batch=1, hidden=1, layers=1)
+    assert getattr(ActivationShape(**dict(base, **{name: 2 ** 40})), name) == 2 ** 40
+    with pytest.raises(ValueError) as err:
+        ActivationShape(**dict(base, **{name: 2 ** 40 + 1}))
+    assert str(err.value) == f"{name} must be an integer >= 1 and <= 1_099_511_627_776, got 1099511627777"
+
+
+def test_layers_and_heads_are_bounded():
+    """L in [1, 2^15] and a in [1, 2^40], bounds included."""
+    assert ActivationShape(1, 1, 1, 2 ** 15).layers == 2 ** 15
+    with pytest.raises(ValueError, match=r"^layers must be an integer >= 1 and <= 32_768, got 32769$"):
+        ActivationShape(1, 1, 1, 2 ** 15 + 1)
+    assert ActivationShape(1, 1, 1, 1, "none", heads=2 ** 40).heads == 2 ** 40
+    for heads in (0, 2 ** 40 + 1):
+        with pytest.raises(ValueError, match=r"^heads must be an integer >= 1 and <= 1_099_511_627_776, got "):
+            ActivationShape(1, 1, 1, 1, "none", heads=heads)
+
+
+def test_recompute_and_heads_are_named_when_wrong():
+    with pytest.raises(ValueError) as err:
+        ActivationShape(1, 1, 1, 1, "some")
+    assert str(err.value) == "recompute must be one of none, selective, full; got 'some'"
+    with pytest.raises(ValueError) as err:
+        ActivationShape(1, 1, 1, 1, "none")
+    assert str(err.value) == ("heads must be given with recompute='none': s·b·h·(34 + 5·a·s/h) needs a, the number "
+                              "of attention heads")
+    assert ActivationShape(1, 1, 1, 1, "selective", heads=3).heads == 3  # given but not needed: kept
+
+
+# 2^63 − 1 = 7²·73·127·337·92737·649657 = 2359 · (34·h + 5·a·2359) with these h and a (worked out by hand)
+_EXACT = dict(seq=2359, batch=1, hidden=1_099_511_621_922, layers=1, recompute="none", heads=328_315_541_975)
+
+
+def test_the_byte_total_may_reach_2_to_the_63_minus_1_but_not_pass_it():
+    """Byte counts are aggregated in int64: a shape of exactly 2^63 − 1 B is accepted, one byte-step more is
+    refused with the shape in the message."""
+    assert ActivationShape(**_EXACT).total_bytes() == 2 ** 63 - 1
+    with pytest.raises(ValueError) as err:
+        ActivationShape(**dict(_EXACT, hidden=_EXACT["hidden"] + 1))
+    assert str(err.value) == ("activations of 9.223e+18 B per rank (s = 2359, b = 1, h = 1099511621923, L = 1) "
+                              "exceed 2^63 - 1 B; make s, b, h or L smaller")
+
+
+def test_a_shape_under_another_recomputation_keeps_everything_else():
+    shape = ActivationShape(2, 3, 5, 7, "none", heads=4)
+    assert shape.with_recompute("full") == ActivationShape(2, 3, 5, 7, "full", 4)
+    assert shape.layer_bytes() == (34 * 30 + 5 * 4 * 2 * 2 * 3,) * 7 and shape.total_bytes() == 7 * 1260
+
+
+def test_the_figure_states_its_formula_and_assumptions():
+    """What ``ringemu memory`` prints under "assumes:": the formula of the kind, the paper, the shape with the
+    bytes per layer and per rank (34·4096·5120 = 713,031,680 B; × 64 = 45,634,027,520 B), N-independence and
+    when each layer's activations are held."""
+    shape = ActivationShape(4096, 1, 5120, 64, "selective")
+    assert [ActivationShape(1, 1, 1, 1, k, heads=1).formula() for k in ("none", "selective", "full")] == \
+        ["s·b·h·(34 + 5·a·s/h)", "34·s·b·h", "2·s·b·h"]
+    assert shape.assumptions() == [
+        "activations per layer 34·s·b·h bytes (selective recomputation), Korthikanti et al. 2022 (arXiv "
+        "2205.05198) §4, Table 2: 16-bit activations, no tensor or sequence parallelism",
+        "s = 4,096, b = 1, h = 5,120, L = 64: 713,031,680 B per layer, 45,634,027,520 B per rank",
+        "each rank keeps the activations of its own micro-batch: the figure does not depend on N",
+        "layer l's activations are held from the forward of unit ⌊l·U/L⌋ (U units) to that unit's backward"]
+    assert ActivationShape(1, 1, 1, 1, "none", heads=1_000).assumptions()[1].endswith(
+        ", a = 1,000: 5,034 B per layer, 5,034 B per rank")
+    assert shape.as_dict() == {"seq": 4096, "batch": 1, "hidden": 5120, "layers": 64, "heads": None,
+                               "recompute": "selective", "bytes_per_layer": 713_031_680,
+                               "total_bytes": 45_634_027_520, "formula": "34·s·b·h"}
