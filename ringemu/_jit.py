@@ -36,7 +36,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["JIT_ENABLED", "jit", "jit_inline", "fma_f32", "f32_to_bits", "bits_to_f32", "half_to_f32", "f32_to_half", "bf16_to_f32_fast",
-           "f32_to_bf16_fast", "stream_copy", "store_fence", "address_view",
+           "f32_to_bf16_fast", "stream_copy", "store_fence", "address_view", "by_kernel_dtype",
            "jit_disabled_from_env"]
 
 _TRUE = ("1", "true", "yes", "on")
@@ -223,6 +223,25 @@ if JIT_ENABLED:
         buffer named by its address; the caller keeps the buffer alive and in bounds)."""
         return numba.carray(_pointer_to(address, like), length)
 
+    def by_kernel_dtype(native, sixteen):
+        """A jitted call that runs ``sixteen(out, ...)`` when ``out`` holds 16-bit floats viewed as uint16 and
+        ``native(out, ...)`` otherwise, chosen when numba types the caller: a kernel compiled for fp32 does not
+        compile the 16-bit loops, nor one for uint16 views the native ones (12 positional arguments)."""
+        from numba.extending import overload
+
+        def choose(out, a, b, c, d, e, f, g, h, i, j, k):
+            return (sixteen if out.dtype == np.uint16 else native)(out, a, b, c, d, e, f, g, h, i, j, k)
+
+        @overload(choose, inline="always")
+        def _typed(out, a, b, c, d, e, f, g, h, i, j, k):
+            chosen = sixteen if out.dtype == types.uint16 else native
+
+            def impl(out, a, b, c, d, e, f, g, h, i, j, k):
+                chosen(out, a, b, c, d, e, f, g, h, i, j, k)
+            return impl
+
+        return choose
+
     @intrinsic
     def store_fence(typingctx):
         """A full memory fence (``mfence`` on x86): orders earlier non-temporal stores before later accesses."""
@@ -279,6 +298,12 @@ else:
 
     def store_fence():
         """Nothing to order without the JIT."""
+
+    def by_kernel_dtype(native, sixteen):
+        """``sixteen(out, ...)`` for uint16 views of 16-bit floats, else ``native(out, ...)``."""
+        def choose(out, *args):
+            return (sixteen if out.dtype == np.uint16 else native)(out, *args)
+        return choose
 
     def address_view(address, like, length):
         """The 1-D array of ``length`` elements of ``like``'s dtype at byte ``address`` (through ctypes)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import address_view, bf16_to_f32_fast, f32_to_bf16_fast, f32_to_half, half_to_f32, jit, jit_inline, store_fence, stream_copy
+from .._jit import address_view, bf16_to_f32_fast, by_kernel_dtype, f32_to_bf16_fast, f32_to_half, half_to_f32, jit, jit_inline, store_fence, stream_copy
 
 __all__ = ["ADD", "COPY", "GROUP", "MAX_CHAIN", "plan_direct", "group_ops", "run_direct", "NOT_PLANNED_READ",
            "NOT_PLANNED_RESULT"]
@@ -195,14 +195,14 @@ def _sum(a, b, wire):
 
 
 GROUP = 2  # a run of additions in one pass: v = x + y, then v = y_k + v for k = 1..m (m <= MAX_CHAIN)
-MAX_CHAIN = 7
+MAX_CHAIN = 3  # four additions per pass: eight compiled in about twice the time for a few % (docs/performance.md)
 
 
 @jit
 def group_ops(ops, op_bounds, n_slots, grouped, group_bounds, writes, write_bounds):
     """Rewrite a :func:`plan_direct` program so that each run of additions into one slot, each adding one more
     value on the left of the running sum (the ring's ``slot = input + slot``), is a single GROUP row: (GROUP,
-    out, x, y, m, y1, ..., y7) computes v = x + y, then v = y_k + v for k = 1..m, into a slot that none of its
+    out, x, y, m, y1, ..., y_MAX_CHAIN) computes v = x + y, then v = y_k + v for k = 1..m, into a slot that none of its
     operands is (slots are renamed, one spare slot rotating), so that the group's loop reads its operands from
     memory together and writes once, and vectorises with no overlap to check. The same additions in the same order
     with the same operands: the bits do not change. ``writes``' operands are renamed in place. Returns the number
@@ -251,10 +251,39 @@ def group_ops(ops, op_bounds, n_slots, grouped, group_bounds, writes, write_boun
 
 
 @jit_inline
-def _group(out, x, y, y1, y2, y3, y4, y5, y6, y7, m, wire):
-    """out[:] = y7 + (... + (y1 + (x + y))), as far as m terms go (m = 0..7), each addition rounded in the
-    wire arithmetic, the receiver (the left operand) first in the NaN rule; out overlaps none of the operands
-    (group_ops). One loop per (m, wire), so that each vectorises with its operands read together."""
+def _group_native(out, x, y, y1, y2, y3, y4, y5, y6, y7, m, wire):
+    """out[:] = y3 + (y2 + (y1 + (x + y))), as far as m terms go (m = 0..MAX_CHAIN), the receiver (the left
+    operand) first in the NaN rule; out overlaps none of the operands (group_ops). One loop per m, so that each
+    vectorises with its operands read together (y4..y7 are unused: the call has one signature for any
+    MAX_CHAIN up to 7)."""
+    n = out.shape[0]
+    if m == 0:
+        for i in range(n):
+            v = _sum(x[i], y[i], _NATIVE)
+            out[i] = v
+    elif m == 1:
+        for i in range(n):
+            v = _sum(x[i], y[i], _NATIVE)
+            v = _sum(y1[i], v, _NATIVE)
+            out[i] = v
+    elif m == 2:
+        for i in range(n):
+            v = _sum(x[i], y[i], _NATIVE)
+            v = _sum(y1[i], v, _NATIVE)
+            v = _sum(y2[i], v, _NATIVE)
+            out[i] = v
+    else:
+        for i in range(n):
+            v = _sum(x[i], y[i], _NATIVE)
+            v = _sum(y1[i], v, _NATIVE)
+            v = _sum(y2[i], v, _NATIVE)
+            v = _sum(y3[i], v, _NATIVE)
+            out[i] = v
+
+
+@jit_inline
+def _group_16(out, x, y, y1, y2, y3, y4, y5, y6, y7, m, wire):
+    """:func:`_group_native` on 16-bit floats viewed as uint16: each addition in fp32, rounded to 16 bits."""
     n = out.shape[0]
     if wire == _FP16:
         if m == 0:
@@ -272,173 +301,38 @@ def _group(out, x, y, y1, y2, y3, y4, y5, y6, y7, m, wire):
                 v = _sum(y1[i], v, _FP16)
                 v = _sum(y2[i], v, _FP16)
                 out[i] = v
-        elif m == 3:
-            for i in range(n):
-                v = _sum(x[i], y[i], _FP16)
-                v = _sum(y1[i], v, _FP16)
-                v = _sum(y2[i], v, _FP16)
-                v = _sum(y3[i], v, _FP16)
-                out[i] = v
-        elif m == 4:
-            for i in range(n):
-                v = _sum(x[i], y[i], _FP16)
-                v = _sum(y1[i], v, _FP16)
-                v = _sum(y2[i], v, _FP16)
-                v = _sum(y3[i], v, _FP16)
-                v = _sum(y4[i], v, _FP16)
-                out[i] = v
-        elif m == 5:
-            for i in range(n):
-                v = _sum(x[i], y[i], _FP16)
-                v = _sum(y1[i], v, _FP16)
-                v = _sum(y2[i], v, _FP16)
-                v = _sum(y3[i], v, _FP16)
-                v = _sum(y4[i], v, _FP16)
-                v = _sum(y5[i], v, _FP16)
-                out[i] = v
-        elif m == 6:
-            for i in range(n):
-                v = _sum(x[i], y[i], _FP16)
-                v = _sum(y1[i], v, _FP16)
-                v = _sum(y2[i], v, _FP16)
-                v = _sum(y3[i], v, _FP16)
-                v = _sum(y4[i], v, _FP16)
-                v = _sum(y5[i], v, _FP16)
-                v = _sum(y6[i], v, _FP16)
-                out[i] = v
         else:
             for i in range(n):
                 v = _sum(x[i], y[i], _FP16)
                 v = _sum(y1[i], v, _FP16)
                 v = _sum(y2[i], v, _FP16)
                 v = _sum(y3[i], v, _FP16)
-                v = _sum(y4[i], v, _FP16)
-                v = _sum(y5[i], v, _FP16)
-                v = _sum(y6[i], v, _FP16)
-                v = _sum(y7[i], v, _FP16)
-                out[i] = v
-    elif wire == _BF16:
-        if m == 0:
-            for i in range(n):
-                v = _sum(x[i], y[i], _BF16)
-                out[i] = v
-        elif m == 1:
-            for i in range(n):
-                v = _sum(x[i], y[i], _BF16)
-                v = _sum(y1[i], v, _BF16)
-                out[i] = v
-        elif m == 2:
-            for i in range(n):
-                v = _sum(x[i], y[i], _BF16)
-                v = _sum(y1[i], v, _BF16)
-                v = _sum(y2[i], v, _BF16)
-                out[i] = v
-        elif m == 3:
-            for i in range(n):
-                v = _sum(x[i], y[i], _BF16)
-                v = _sum(y1[i], v, _BF16)
-                v = _sum(y2[i], v, _BF16)
-                v = _sum(y3[i], v, _BF16)
-                out[i] = v
-        elif m == 4:
-            for i in range(n):
-                v = _sum(x[i], y[i], _BF16)
-                v = _sum(y1[i], v, _BF16)
-                v = _sum(y2[i], v, _BF16)
-                v = _sum(y3[i], v, _BF16)
-                v = _sum(y4[i], v, _BF16)
-                out[i] = v
-        elif m == 5:
-            for i in range(n):
-                v = _sum(x[i], y[i], _BF16)
-                v = _sum(y1[i], v, _BF16)
-                v = _sum(y2[i], v, _BF16)
-                v = _sum(y3[i], v, _BF16)
-                v = _sum(y4[i], v, _BF16)
-                v = _sum(y5[i], v, _BF16)
-                out[i] = v
-        elif m == 6:
-            for i in range(n):
-                v = _sum(x[i], y[i], _BF16)
-                v = _sum(y1[i], v, _BF16)
-                v = _sum(y2[i], v, _BF16)
-                v = _sum(y3[i], v, _BF16)
-                v = _sum(y4[i], v, _BF16)
-                v = _sum(y5[i], v, _BF16)
-                v = _sum(y6[i], v, _BF16)
-                out[i] = v
-        else:
-            for i in range(n):
-                v = _sum(x[i], y[i], _BF16)
-                v = _sum(y1[i], v, _BF16)
-                v = _sum(y2[i], v, _BF16)
-                v = _sum(y3[i], v, _BF16)
-                v = _sum(y4[i], v, _BF16)
-                v = _sum(y5[i], v, _BF16)
-                v = _sum(y6[i], v, _BF16)
-                v = _sum(y7[i], v, _BF16)
                 out[i] = v
     else:
         if m == 0:
             for i in range(n):
-                v = _sum(x[i], y[i], _NATIVE)
+                v = _sum(x[i], y[i], _BF16)
                 out[i] = v
         elif m == 1:
             for i in range(n):
-                v = _sum(x[i], y[i], _NATIVE)
-                v = _sum(y1[i], v, _NATIVE)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
                 out[i] = v
         elif m == 2:
             for i in range(n):
-                v = _sum(x[i], y[i], _NATIVE)
-                v = _sum(y1[i], v, _NATIVE)
-                v = _sum(y2[i], v, _NATIVE)
-                out[i] = v
-        elif m == 3:
-            for i in range(n):
-                v = _sum(x[i], y[i], _NATIVE)
-                v = _sum(y1[i], v, _NATIVE)
-                v = _sum(y2[i], v, _NATIVE)
-                v = _sum(y3[i], v, _NATIVE)
-                out[i] = v
-        elif m == 4:
-            for i in range(n):
-                v = _sum(x[i], y[i], _NATIVE)
-                v = _sum(y1[i], v, _NATIVE)
-                v = _sum(y2[i], v, _NATIVE)
-                v = _sum(y3[i], v, _NATIVE)
-                v = _sum(y4[i], v, _NATIVE)
-                out[i] = v
-        elif m == 5:
-            for i in range(n):
-                v = _sum(x[i], y[i], _NATIVE)
-                v = _sum(y1[i], v, _NATIVE)
-                v = _sum(y2[i], v, _NATIVE)
-                v = _sum(y3[i], v, _NATIVE)
-                v = _sum(y4[i], v, _NATIVE)
-                v = _sum(y5[i], v, _NATIVE)
-                out[i] = v
-        elif m == 6:
-            for i in range(n):
-                v = _sum(x[i], y[i], _NATIVE)
-                v = _sum(y1[i], v, _NATIVE)
-                v = _sum(y2[i], v, _NATIVE)
-                v = _sum(y3[i], v, _NATIVE)
-                v = _sum(y4[i], v, _NATIVE)
-                v = _sum(y5[i], v, _NATIVE)
-                v = _sum(y6[i], v, _NATIVE)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                v = _sum(y2[i], v, _BF16)
                 out[i] = v
         else:
             for i in range(n):
-                v = _sum(x[i], y[i], _NATIVE)
-                v = _sum(y1[i], v, _NATIVE)
-                v = _sum(y2[i], v, _NATIVE)
-                v = _sum(y3[i], v, _NATIVE)
-                v = _sum(y4[i], v, _NATIVE)
-                v = _sum(y5[i], v, _NATIVE)
-                v = _sum(y6[i], v, _NATIVE)
-                v = _sum(y7[i], v, _NATIVE)
+                v = _sum(x[i], y[i], _BF16)
+                v = _sum(y1[i], v, _BF16)
+                v = _sum(y2[i], v, _BF16)
+                v = _sum(y3[i], v, _BF16)
                 out[i] = v
+
+_group = by_kernel_dtype(_group_native, _group_16)  # typed per dtype: only the loops it needs compile
 
 
 @jit_inline
@@ -475,11 +369,7 @@ def run_direct(in_addr, out_addr, like, chunk_start, chunk_len, ops, op_bounds, 
                     y1 = _operand(ops[j, 5], in_addr, offset, slots, stride, like, width) if m >= 1 else x
                     y2 = _operand(ops[j, 6], in_addr, offset, slots, stride, like, width) if m >= 2 else x
                     y3 = _operand(ops[j, 7], in_addr, offset, slots, stride, like, width) if m >= 3 else x
-                    y4 = _operand(ops[j, 8], in_addr, offset, slots, stride, like, width) if m >= 4 else x
-                    y5 = _operand(ops[j, 9], in_addr, offset, slots, stride, like, width) if m >= 5 else x
-                    y6 = _operand(ops[j, 10], in_addr, offset, slots, stride, like, width) if m >= 6 else x
-                    y7 = _operand(ops[j, 11], in_addr, offset, slots, stride, like, width) if m >= 7 else x
-                    _group(target, x, y, y1, y2, y3, y4, y5, y6, y7, m, wire)
+                    _group(target, x, y, y1, y2, y3, x, x, x, x, m, wire)  # y4..y7: unused at MAX_CHAIN 3
                 else:
                     for i in range(width):
                         target[i] = x[i]
