@@ -1,4 +1,4 @@
-"""All numba kernels of ringemu, and nothing else (numba's on-disk cache only notices edits to this file).
+"""The world kernels of ringemu (numba), and nothing else (numba's on-disk cache only notices edits here).
 
 Kernels run a :class:`~ringemu.schedule.Schedule` in place on a padded world buffer of shape
 (n_ranks, n_chunks·chunk), one row per rank, on the elements [lo, hi) of every chunk (disjoint slabs can run on
