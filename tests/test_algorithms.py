@@ -285,3 +285,75 @@ def test_every_algorithm_traces_with_provenance(name):
 
 def trace_input(trace):
     return trace.layout.unpad(trace.initial.buffers)
+
+
+# -- engine orders: their α-β formula against the walk of their own schedule -----------------------------------------
+def _walked(collective, name, n, numel):
+    from ringemu.compare import count_algorithm
+    from ringemu.topology import LinkClass, Topology, modelled_time
+    alpha, bandwidth = Fraction(7, 3), Fraction(5, 2)
+    ledger = count_algorithm(collective, name, n, numel, "fp32")
+    walked = {c: modelled_time(ledger, Topology.uniform(n, LinkClass("L", bandwidth, alpha), contention=c))
+              for c in ("port", "link")}
+    return cost(collective, name, n, numel * 4, alpha, 1 / bandwidth), walked
+
+
+# the engine orders whose schedule, on a buffer every cut divides, is the textbook algorithm their formula prices
+MEET_THEIR_FORMULA = [("all-reduce", f"ompi:{a}") for a in ("ring", "segmented-ring", "recursive-doubling",
+                                                             "rabenseifner", "basic-linear", "default")] + [
+    ("reduce-scatter", f"ompi:{a}") for a in ("ring", "recursive-halving", "default")] + [
+    ("all-gather", f"ompi:{a}") for a in ("ring", "recursive-doubling", "bruck", "neighbor-exchange", "default")] + [
+    ("all-reduce", f"mpich:{a}") for a in ("ring", "reduce-scatter-allgather", "default")] + [
+    ("reduce-scatter", f"mpich:{a}") for a in ("recursive-halving", "pairwise", "noncommutative", "recursive-doubling",
+                                               "default")] + [
+    ("all-gather", f"mpich:{a}") for a in ("ring", "recursive-doubling", "brucks", "default")] + [
+    ("all-reduce", "nccl:ring"), ("all-reduce", "xla-cpu:in-process")]
+
+
+@pytest.mark.parametrize("collective, name", MEET_THEIR_FORMULA)
+def test_engine_orders_cost_what_their_schedule_walks(collective, name):
+    """On 2, 4 and 8 ranks of one link class and a buffer of 3360·N elements (every cut even), the registry's
+    α-β formula of the order is the modelled time of its own schedule under one of the two contentions."""
+    for n in (2, 4, 8):
+        textbook, walked = _walked(collective, name, n, 8 * 3 * 5 * 7 * 4 * n)
+        assert textbook in walked.values(), (n, textbook, walked)
+
+
+@pytest.mark.parametrize("collective, name", [("all-reduce", "gloo:ring"), ("reduce-scatter", "gloo:ring"),
+                                              ("all-gather", "gloo:ring"), ("all-reduce", "nccl:tree"),
+                                              ("reduce-scatter", "ompi:butterfly"),
+                                              ("reduce-scatter", "ompi:nonoverlapping"),
+                                              ("reduce-scatter", "xla-cpu:in-process"),
+                                              ("all-gather", "xla-cpu:in-process")])
+def test_engine_orders_that_are_not_their_textbook_formula_at_4_ranks(collective, name):
+    """A finding, pinned: at N = 4 these engines' schedules are not the textbook algorithm whose formula the
+    registry gives them (gloo's ring and XLA's in-process sums run their own orders, NCCL's tree is two trees
+    over channels, Open MPI's butterfly and non-overlapping reduce-scatter are not the halving ones): the
+    formula prices neither contention of the schedule actually walked."""
+    textbook, walked = _walked(collective, name, 4, 8 * 3 * 5 * 7 * 4 * 4)
+    assert textbook not in walked.values(), (textbook, walked)
+
+
+# -- NCCL's trees (src/graph/trees.cc, ncclGetBtree / ncclGetDtree), worked by hand --------------------------------
+def test_nccl_btree_of_8_and_5_ranks_worked_by_hand():
+    """ncclGetBtree: the lowest set bit b of the rank; up = (r ^ b) | 2b, or r ^ b when that is >= n; children
+    r - b/2 and r + b/2 (halving b/2 while r + b/2 >= n); rank 0 has the one child of the top power of two. For
+    8 ranks: 0 -> 4; 4 -> 2, 6; 2 -> 1, 3; 6 -> 5, 7. For 5: 0 -> 4; 4 -> 2 (6 and 5 are not ranks); 2 -> 1, 3."""
+    from ringemu.algorithms.nccl_tree import nccl_btree
+    assert [nccl_btree(8, r) for r in range(8)] == [
+        (-1, -1, 4, 0), (2, -1, -1, 0), (4, 1, 3, 0), (2, -1, -1, 1),
+        (0, 2, 6, 1), (6, -1, -1, 0), (4, 5, 7, 1), (6, -1, -1, 1)]
+    assert [nccl_btree(5, r)[:3] for r in range(5)] == [(-1, -1, 4), (2, -1, -1), (4, 1, 3), (2, -1, -1), (0, 2, -1)]
+    assert nccl_btree(1, 0) == (-1, -1, -1, 0)
+
+
+def test_nccl_dtree_mirrors_an_even_count_and_shifts_an_odd_one():
+    """ncclGetDtree: tree 1 is the btree mirrored (r -> n - 1 - r) for even n, shifted by one (r -> r + 1 mod n)
+    for odd n; children keep the btree's down[] order."""
+    from ringemu.algorithms.nccl_tree import nccl_trees
+    (up0, down0), (up1, down1) = nccl_trees(8)
+    assert up0 == [-1, 2, 4, 2, 0, 6, 4, 6] and down0 == [[4], [], [1, 3], [], [2, 6], [], [5, 7], []]
+    assert up1 == [1, 3, 1, 7, 5, 3, 5, -1] and down1 == [[], [2, 0], [], [5, 1], [], [6, 4], [], [3]]
+    (up0, down0), (up1, down1) = nccl_trees(5)
+    assert up0 == [-1, 2, 4, 2, 0] and down0 == [[4], [], [1, 3], [], [2]]
+    assert up1 == [1, -1, 3, 0, 3] and down1 == [[3], [0], [], [2, 4], []]

@@ -166,3 +166,104 @@ def test_sweep_prices_what_compare_counts(numel, nodes):
     table = compare("all-reduce", topology, numel, "fp16")
     swept = {r.name: r.seconds for r in table.rows if not algorithms.algorithm("all-reduce", r.name).sized}
     assert point.seconds == swept  # engine orders, cut per size, are in the table and not swept
+
+
+def test_a_link_class_prices_one_message_as_alpha_plus_bytes_over_bandwidth():
+    """α + n/β, exact: 3 µs and 2 GB/s move 1 MB (10^6 B) in 3 µs + 500 µs."""
+    link = LinkClass("L", Fraction(2 * 10 ** 9), Fraction(3, 10 ** 6))
+    assert link.seconds(10 ** 6) == Fraction(503, 10 ** 6)
+    assert link.seconds(0) == Fraction(3, 10 ** 6) and LinkClass("Z", Fraction(7)).seconds(14) == 2
+
+
+def test_the_model_of_one_label_counts_only_its_records():
+    """A ledger of two calls: the ring all-reduce ('a') and the ring all-gather ('b') of 8 elements on 4 ranks of
+    one node (160 GB/s, 3.4 µs). Messages: 2(N-1)·N = 24 and (N-1)·N = 12; every byte on the one link class."""
+    from ringemu.ledger import CommLedger
+    from ringemu.topology import bytes_per_class, messages, modelled_time
+    import numpy as np
+    import ringemu
+    ledger = CommLedger()
+    ringemu.all_reduce(np.ones((4, 8), np.float32), ledger=ledger, label="a")
+    ringemu.all_gather([np.ones(2, np.float32)] * 4, ledger=ledger, label="b")
+    topo = Topology(4, 4)
+    assert messages(ledger, topo, "a") == 24 and messages(ledger, topo, "b") == 12 and messages(ledger, topo) == 36
+    assert bytes_per_class(ledger, topo, "a") == {"NVLink": 24 * 8, "InfiniBand": 0}  # 24 chunks of 2 fp32
+    assert bytes_per_class(ledger, topo, "b") == {"NVLink": 12 * 8, "InfiniBand": 0}
+    one_step = topo.intra.seconds(8)  # every step: one chunk of 8 B on each link, all links at once
+    assert modelled_time(ledger, topo, "a") == 6 * one_step and modelled_time(ledger, topo, "b") == 3 * one_step
+    assert modelled_time(ledger, topo) == 9 * one_step
+
+
+def test_a_single_call_ledger_is_what_count_algorithm_records():
+    """compare's own record of a schedule (one size-only call, the collectives' layout) equals the ledger of the
+    public collective run on size-only buffers, for textbook and engine orders alike."""
+    from ringemu.compare import _record, count_algorithm
+    for collective, name in (("all-reduce", "ring"), ("reduce-scatter", "ompi:ring"), ("all-gather", "gloo:ring")):
+        want = count_algorithm(collective, name, 5, 23, "bf16")
+        schedule = algorithms.build(collective, 5, name, numel=23, itemsize=2)
+        got = _record(schedule, 23, "bf16", name)
+        assert [(r.label, r.schedule.name, r.layout.numel, r.dtype, r.size_only) for r in got.records] == [
+            (r.label, r.schedule.name, r.layout.numel, r.dtype, r.size_only) for r in want.records] == [
+            (name, schedule.name, 23, "bf16", True)]
+        assert got.summary() == want.summary()
+
+
+def test_sweep_sizes_are_the_powers_of_two_and_the_top():
+    assert sweep_sizes(1) == [1] and sweep_sizes(2) == [1, 2] and sweep_sizes(5) == [1, 2, 4, 5]
+    assert sweep_sizes(8) == [1, 2, 4, 8] and sweep_sizes(0) == []
+    with pytest.raises(ValueError, match="^numel must be"):
+        sweep_sizes(-1)
+
+
+def test_a_sweeps_dict_carries_every_point_crossover_and_refusal():
+    topo = Topology.from_nodes(8, 2)
+    result = sweep("all-reduce", topo, [1, 1 << 20], "bf16")
+    d = result.as_dict()
+    assert set(d) >= {"op", "dtype", "points", "crossovers", "steps", "unsupported"}
+    assert d["op"] == "all-reduce" and d["dtype"] == "bf16" and d["steps"] == dict(result.steps)
+    for point, p in zip(d["points"], result.points):
+        assert point["numel"] == p.numel and point["fastest"] == p.fastest
+        assert {a: Fraction(t) for a, t in point["seconds_exact"].items()} == p.seconds
+        assert point["seconds"] == {a: float(t) for a, t in p.seconds.items()}
+    assert d["crossovers"] == [{"numel": c.numel, "before": c.before, "after": c.after} for c in result.crossovers]
+    assert d["unsupported"] == [{"algorithm": a, "reason": why} for a, why in result.unsupported]
+    engine = [u for u in d["unsupported"] if u["algorithm"] == "ompi:ring"]
+    assert engine == [{"algorithm": "ompi:ring",
+                       "reason": "cut for each buffer size (an engine's own partition): in the table, not swept"}]
+
+
+def test_each_crossover_is_where_the_winner_changes_between_adjacent_sizes():
+    """For every pair of neighbouring swept sizes whose fastest algorithms differ, one crossover, narrowed to
+    adjacent integers n and n + 1: the fastest at n (priced by compare, the public collectives on size-only
+    buffers) is its ``before`` and at n + 1 its ``after``; none where the neighbours agree."""
+    topology = Topology.from_nodes(8, 2)
+    result = sweep("all-reduce", topology, [1, 1 << 10, 1 << 20], "fp32")
+
+    def fastest(numel):  # the first in catalog order on a tie, as SweepPoint.fastest
+        rows = [(r.seconds, i, r.name) for i, r in enumerate(compare("all-reduce", topology, numel, "fp32").rows)
+                if not algorithms.algorithm("all-reduce", r.name).sized]
+        return min(rows)[2]
+    changes = [(a, b) for a, b in zip(result.points, result.points[1:]) if a.fastest != b.fastest]
+    assert changes and len(result.crossovers) == len(changes)
+    for crossover, (a, b) in zip(result.crossovers, changes):
+        assert a.numel <= crossover.numel < b.numel
+        assert fastest(crossover.numel) == crossover.before != crossover.after == fastest(crossover.numel + 1)
+    assert result.steps == {name: algorithms.build("all-reduce", 8, name, ranks_per_node=4).n_steps
+                            for name in result.steps}
+
+
+def test_a_comparisons_dict_carries_every_row_and_the_fastest():
+    table = compare("reduce-scatter", Topology.from_nodes(8, 2), 1000, "bf16")
+    d = table.as_dict()
+    assert d["op"] == "reduce-scatter" and d["numel"] == 1000 and d["dtype"] == "bf16"
+    assert Fraction(d["bus_factor"]) == table.bus_factor and d["fastest"] == list(table.fastest)
+    assert d["unsupported"] == [{"algorithm": a, "reason": why} for a, why in table.unsupported]
+    assert len(d["rows"]) == len(table.rows)
+    for row, r in zip(d["rows"], table.rows):
+        assert row == {"algorithm": r.name, "steps": r.steps, "messages": r.messages,
+                       "max_bytes_per_rank": r.max_rank_bytes, "total_bytes": r.total_bytes,
+                       "bytes_per_class": r.class_bytes, "slowest_class_bytes": r.slowest_class_bytes,
+                       "seconds": float(r.seconds), "seconds_exact": str(r.seconds),
+                       "busbw_GBps": float(r.busbw / 10 ** 9)}
+    free = compare("all-reduce", Topology.uniform(2, LinkClass("free", Fraction(10 ** 9))), 0, "fp32")
+    assert all(row["busbw_GBps"] is None for row in free.as_dict()["rows"])  # no time: no bandwidth

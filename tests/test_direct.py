@@ -123,6 +123,27 @@ def test_overlapping_buffers_are_refused_and_nothing_is_written():
     assert memory.tolist() == list(range(12)) and not outputs[0].any()
 
 
+def test_inputs_may_alias_each_other_outputs_may_not():
+    """One array passed as every rank's input is only read: the sum is N times it. Two ranks' outputs on one
+    memory, in place or not, and an output on another rank's input are refused before any write."""
+    schedule = algorithms.build("all-reduce", 4, "ring")
+    layout = layout_for(schedule, 6)
+    x = np.arange(6, dtype=np.float32)
+    outputs = [np.zeros(6, np.float32) for _ in range(4)]
+    assert run_direct(schedule, layout, [x] * 4, outputs)
+    assert all(o.tolist() == (4 * x).tolist() for o in outputs) and x.tolist() == list(range(6))
+    assert collectives.all_reduce([x] * 4)[2].tolist() == (4 * x).tolist()
+    shared = np.zeros(6, np.float32)
+    with pytest.raises(ValueError, match="overlaps another output"):
+        run_direct(schedule, layout, [x] * 4, [shared, shared, outputs[2], outputs[3]])
+    with pytest.raises(ValueError, match="overlaps another output"):
+        run_direct(schedule, layout, [shared] * 4, [shared] * 4)  # "in place" on one buffer for every rank
+    rows = np.ones((4, 6), np.float32)
+    with pytest.raises(ValueError, match="overlaps another output or an input"):
+        run_direct(schedule, layout, list(rows), [outputs[0], outputs[1], rows[0], outputs[3]])
+    assert not shared.any() and rows.tolist() == np.ones((4, 6)).tolist()
+
+
 def test_a_schedule_whose_result_no_input_holds_is_declined():
     """A hand-made all-reduce that forgets rank 1's chunk 0 of an all-gather start: rank 1 keeps a value no input
     holds, so program() is None and run_direct returns False without writing; the public API then uses the

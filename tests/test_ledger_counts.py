@@ -5,6 +5,7 @@ ceil(S / n_chunks) elements, the part of chunk c beyond S is padding) and uses n
 from collections import defaultdict
 from fractions import Fraction
 
+import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -108,3 +109,44 @@ def test_equal_schedules_are_stored_once():
         ledger.record(schedule_for("all-reduce", 8), ChunkLayout(100, 8), "fp32", "g")  # a new object each call
     assert len({id(r.schedule) for r in ledger.records}) == 1
     assert len({id(r.counts) for r in ledger.records}) == 1
+
+
+def test_padding_of_the_ring_all_reduce_worked_by_hand():
+    """Ring all-reduce, N = 4, S = 10: chunks of 3, chunk 3 holds 1 element and 2 of padding. Step s of the
+    reduce-scatter has rank r send chunk (r - s - 1) mod 4, so chunk 3 leaves ranks 0, 1, 2 at steps 0, 1, 2 and
+    (all-gather, step s' = s - 3: chunk (r - s') mod 4) ranks 3, 0, 1 at steps 3, 4, 5; it arrives at the next rank."""
+    from ringemu.ledger_counts import LayoutCounts, ScheduleCounts
+    counts = ScheduleCounts(algorithms.build("all-reduce", 4, "ring"))
+    layout = LayoutCounts(counts, ChunkLayout(10, 4), 2)
+    assert layout.sent_padding.tolist() == [4, 4, 2, 2] and layout.received_padding.tolist() == [2, 4, 4, 2]
+    assert layout.sent_elements == [18] * 4 and layout.received_elements == [18] * 4  # 6 messages of 3
+    assert counts.step_messages.tolist() == [4] * 6
+    for array in (layout.sent_padding, layout.received_padding, counts.sent_messages, counts.received_messages,
+                  counts.step_messages):
+        assert array.dtype == np.int64 and not array.flags.writeable
+
+
+def test_counts_of_a_schedule_that_sends_nothing_have_one_entry_per_rank_and_step():
+    from ringemu.ledger_counts import ScheduleCounts
+    one = ScheduleCounts(algorithms.build("all-reduce", 1, "ring"))
+    assert one.sent_messages.tolist() == [0] and one.received_messages.tolist() == [0]
+    tree = ScheduleCounts(algorithms.build("reduce-scatter", 5, "tree"))  # rank 0 receives and never sends last
+    assert tree.sent_messages.size == 5 and tree.received_messages.size == 5
+    assert tree.step_messages.size == tree.schedule.n_steps
+
+
+@given(n=st.integers(min_value=2, max_value=9), name=st.sampled_from(["ring", "tree", "halving-doubling"]),
+       chunk_sets=st.lists(st.lists(st.integers(min_value=0, max_value=17), max_size=5), min_size=1, max_size=14))
+def test_transfers_of_is_the_transfers_carrying_those_chunks_on_every_call(n, name, chunk_sets):
+    """Whichever of its two ways it answers (a mask for the first 8 calls, a by-chunk index after), it answers the
+    indices, ascending, of the table rows whose chunk is one asked for."""
+    from ringemu.ledger_counts import ScheduleCounts
+    counts = ScheduleCounts(algorithms.build("all-reduce", n, name))
+    column = counts.schedule.table[:, 3]
+    for chunks in chunk_sets * 2:  # at least two calls; past the ninth where the sets are many
+        chunks = np.array(sorted({c % counts.schedule.n_chunks for c in chunks}), dtype=np.int64)
+        got = counts.transfers_of(chunks)
+        assert got.tolist() == np.flatnonzero(np.isin(column, chunks)).tolist()
+    for _ in range(9):
+        counts.transfers_of(np.array([0]))
+    assert counts.transfers_of(np.array([0, 1])).tolist() == np.flatnonzero(column <= 1).tolist()

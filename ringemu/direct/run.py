@@ -21,6 +21,8 @@ no input holds, or an all-gather chunk that spans shards); callers then use :fun
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from ..execute import STREAMING_BYTES, default_threads, run_slabs
@@ -143,10 +145,22 @@ def _table(buffers, offsets, n: int) -> np.ndarray:
     return np.array([_address(a, o) for a, o in zip(buffers, offsets or [0] * n)], dtype=np.int64)
 
 
-def _overlapping(inputs, outputs) -> bool:
-    """Whether any two of the buffers share memory (an input with an output, or two outputs)."""
-    spans = sorted((a.__array_interface__["data"][0], a.nbytes) for a in [*inputs, *outputs] if a.nbytes)
-    return any(lo < prev_lo + prev_n for (prev_lo, prev_n), (lo, _) in zip(spans, spans[1:]))
+def _overlapping(inputs, outputs, in_place: bool) -> bool:
+    """Whether two outputs share memory or, unless in place, an output shares memory with an input. Inputs may
+    share memory with each other (one array passed for every rank): they are only read."""
+    outs = sorted((a.__array_interface__["data"][0], a.nbytes) for a in outputs if a.nbytes)
+    if any(lo < prev_lo + prev_n for (prev_lo, prev_n), (lo, _) in zip(outs, outs[1:])):
+        return True
+    if in_place:
+        return False
+    ends = [lo + n for lo, n in outs]  # ascending: the outputs are disjoint and sorted
+    for a in inputs:
+        if a.nbytes:
+            lo = a.__array_interface__["data"][0]
+            j = bisect.bisect_right(ends, lo)  # the first output ending after this input starts
+            if j < len(outs) and outs[j][0] < lo + a.nbytes:
+                return True
+    return False
 
 
 def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: list[np.ndarray], *,
@@ -176,9 +190,9 @@ def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: li
         out_addr = _table(outputs, output_offsets, n)
         in_place = all(o == i or out.size == 0 or inp.size == 0  # each output on its input's memory (empty: anywhere)
                        for o, i, out, inp in zip(out_addr.tolist(), in_addr.tolist(), outputs, inputs))
-    if not in_place and _overlapping(inputs, outputs):
-        raise ValueError("run_direct: an output overlaps an input or another output (only in place is allowed: "
-                         "every rank's output at its input's addresses)")
+    if _overlapping(inputs, outputs, in_place):
+        raise ValueError("run_direct: an output overlaps another output or an input (only in place may an output "
+                         "lie on an input: every rank's output at its own input's addresses)")
     prog = program(schedule, layout, shard_results, in_place)
     if prog is None:
         return False

@@ -11,6 +11,16 @@ __all__ = ["EQUIVALENT"]
 
 _NUMPY_INT = "numpy's default integer is int64 on 64-bit Linux (numpy 2): the dtype argument changes nothing"
 
+_ONLY_SPEED = ("transfers_of answers the same by a mask or by a by-chunk index: which one is used from which call on "
+               "changes only its speed")
+_FLOAT_MASK = "a float mask of 0s and 1s selects the same rows as a boolean one (flatnonzero of wanted[column])"
+
+_MODES_AGREE = ("observe's fault-free steps in fused mode instead of the given mode: the modes give the same bits "
+                "(tests/test_execute_modes.py), and the faulty steps do not depend on the mode")
+_STOPS = ("FaultPlan.run raises RankStopped naming the stopped rank and its step for every stop a trial draws (each "
+          "of the registry's orders, N = 5, every step and rank: tests/test_faults_report.py), and a fault without a "
+          "label matches any call's label: the other outcomes are never reached")
+
 EQUIVALENT = {
     # memory-guard
     "ringemu.memory_guard.x__sample__mutmut_1": "_sample's numel default is never used: both callers pass numel",
@@ -57,4 +67,45 @@ EQUIVALENT = {
     "proofs.rounding.xǁExactlyǁrender__mutmut_14":
         "reached only when 6 decimals terminate: 7 decimals print the same digits",
     "proofs.rounding.xǁStatedǁrender__mutmut_8": "an empty set renders as {} either way",
+    # size-only
+    **{f"ringemu.ledger_counts.xǁScheduleCountsǁ{name}": _ONLY_SPEED for name in (
+        "__init____mutmut_3", "transfers_of__mutmut_10", "transfers_of__mutmut_11", "transfers_of__mutmut_12",
+        "transfers_of__mutmut_13", "transfers_of__mutmut_14")},
+    "ringemu.ledger_counts.xǁScheduleCountsǁtransfers_of__mutmut_17": _FLOAT_MASK,
+    "ringemu.ledger_counts.xǁScheduleCountsǁtransfers_of__mutmut_19": _FLOAT_MASK,
+    **{f"ringemu.ledger_counts.xǁScheduleCountsǁtransfers_of__mutmut_{k}":
+       "any sort kind: the indices are sorted again before they are returned" for k in (26, 28, 30)},
+    "ringemu.ledger_counts.xǁScheduleCountsǁtransfers_of__mutmut_38":
+        "one bound more than the n_chunks + 1 that bounds[c + 1] (c < n_chunks) ever reads",
+    **{f"ringemu.ledger_counts.xǁLayoutCountsǁ__init____mutmut_{k}":
+       "every layout class defines pads_on_wire (ChunkLayout True, Partition False): the default is never read"
+       for k in (6, 9, 12)},
+    "ringemu.worlds.size_only.x_count_collective__mutmut_11":
+        "dtype names are case-insensitive: the ledger records resolve_dtype's name, 'fp32'",
+    "ringemu.worlds.size_only.xǁSizeOnlyCommunicatorǁ_call__mutmut_8": "arrays=None and arrays=False: both false",
+    **{f"ringemu.worlds.size_only.xǁSizeOnlyWorldǁ__init____mutmut_{k}":
+       "ranks_per_node was checked the line before; check_algorithm would only check it again" for k in (19, 22)},
+    # faults-detect
+    "ringemu.faults.report.x__world__mutmut_24":
+        "standard normals in float64 are rounded once to the world's dtype either way (astype or the padded copy)",
+    "ringemu.faults.report.x__trials__mutmut_4":
+        "break for continue: no order of the registry is unsupported at any N from 2 to 8, where the trials run",
+    "ringemu.faults.report.x__trials__mutmut_74": _MODES_AGREE,
+    "ringemu.faults.locate.x_explain__mutmut_11": _MODES_AGREE,
+    "ringemu.faults.report.x_markdown__mutmut_31":
+        "the per-algorithm table's third key is a constant: '' or 'XXXX' sorts and prints alike (it is not printed)",
+    "ringemu.faults.report.x_bit_classes__mutmut_12": "width / 2 and width // 2 compare alike: widths are even",
+    **{f"ringemu.faults.report.x__stop_trial__mutmut_{k}": _STOPS for k in (4, 10, 11, 13, 14, 20, 21)},
+    **{f"ringemu.faults.report.x__count__mutmut_{k}":
+       "the checksum/provenance/values counts of a stop cell are never read: its table row prints dashes there"
+       for k in range(17, 26)},
+    **{f"ringemu.faults.locate.x__mask_sums__mutmut_{k}":
+       "a sum in the default int64, stored into the int32 world, wraps to the same value as the int32 sum"
+       for k in (17, 19)},
+    # rollback
+    "zero_stages.step_guard.xǁStepGuardǁ__init____mutmut_17": "bool(None) and bool(False) are both False",
+    "zero_stages.step_guard.xǁStepGuardǁattempts__mutmut_2": "_Attempt(None): guarded is only tested for truth",
+    **{f"zero_stages.step_guard.xǁStepGuardǁstate__mutmut_{k}": "np.array copies by default: copy=True changes nothing"
+       for k in (7, 14, 21, 28)},
+    "zero_stages.job.xǁJobǁinit_unit__mutmut_8": "flags.writeable = None sets it False, as False does",
 }

@@ -34,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["PARTS", "run_part", "main"]
 
+_ORDER_TESTS = ["tests/test_ompi_orders.py", "tests/test_mpich_orders.py", "tests/test_gloo_xla_orders.py",
+                "tests/test_algorithms.py", "tests/test_algorithms_oracle.py"]
+
 # part -> (files mutated, test files run); the tests are those that exercise the files, as a person would pick them
 PARTS = {
     "checkpoint": (["zero_stages/checkpoint/validate.py", "zero_stages/checkpoint/root.py",
@@ -56,6 +59,44 @@ PARTS = {
                     ["tests/test_layout.py", "tests/test_input_checks.py", "tests/test_checks.py"]),
     "proofs-core": (["proofs/exact.py", "proofs/rounding.py", "proofs/ids.py", "proofs/claim.py"],
                     ["tests/test_proofs.py", "tests/test_proofs_rules.py", "tests/test_proofs_evaluate.py"]),
+    # the modules of the last round: detectors, the size-only world, compare/topology, conformance, rollback, the
+    # lesson's data, the engine orders and the catalog of claims
+    "faults-detect": (["ringemu/faults/locate.py", "ringemu/faults/link.py", "ringemu/faults/report.py"],
+                      ["tests/test_faults_locate.py", "tests/test_faults_report.py", "tests/test_faults.py",
+                       "tests/test_fault_spec.py"]),
+    "size-only": (["ringemu/worlds/size_only.py", "ringemu/ledger_counts.py"],
+                  ["tests/test_size_only_world.py", "tests/test_ledger_counts.py", "tests/test_partition.py"]),
+    "compare-topology": (["ringemu/compare.py", "ringemu/topology.py"],
+                         ["tests/test_compare.py", "tests/test_topology.py",  # less the lesson's two anchors (19 s)
+                          "--deselect=tests/test_compare.py::test_done_when_the_lesson_anchor_on_eight_nodes",
+                          "--deselect=tests/test_compare.py::test_zero_latency_ring_is_the_lessons_division"]),
+    "conformance": (["ringemu/testing/conformance.py", "ringemu/testing/conformance_report.py"],
+                    ["tests/test_conformance.py", "tests/test_testing.py"]),
+    "rollback": (["zero_stages/step_guard.py", "zero_stages/job.py"],
+                 ["tests/test_faults_zero.py", "tests/test_zero_api.py", "tests/test_job.py"]),
+    "lesson-data": (["zero_stages/lesson/memory_grid.py", "zero_stages/lesson/page.py"],
+                    ["tests/test_lesson_page.py", "tests/test_lesson_layout.py", "tests/test_progress.py"]),
+    # the engine orders the last round re-modelled on the running engines (gloo at N >= 4, Open MPI's ring, MPICH's
+    # halving-doubling, NCCL's trees, XLA's in-process sum), and the rest of the engines' orders
+    "engine-orders": ([f"ringemu/algorithms/{name}.py" for name in (
+                          "gloo", "ompi_allreduce", "mpich_allreduce", "nccl_tree", "xla_cpu")], _ORDER_TESTS),
+    "engine-orders-rest": ([f"ringemu/algorithms/{name}.py" for name in (
+                               "nccl_ring", "ompi_common", "ompi_allgather", "ompi_reduce_scatter", "ompi_reduce",
+                               "ompi_decision", "_mpich", "mpich_allgather", "mpich_reduce_scatter",
+                               "mpich_decision")], _ORDER_TESTS),
+    "textbook-orders": ([f"ringemu/algorithms/{name}.py" for name in (
+                            "__init__", "_steps", "ring", "bidirectional", "direct", "tree", "halving_doubling",
+                            "recursive_doubling", "hierarchical")],
+                        ["tests/test_algorithms.py", "tests/test_algorithms_oracle.py", "tests/test_schedule.py",
+                         "tests/test_algorithm_plumbing.py"]),
+    "core-schedule": (["ringemu/schedule.py", "ringemu/ledger.py", "ringemu/blocks.py", "ringemu/units.py",
+                       "ringemu/partition.py"],
+                      ["tests/test_schedule.py", "tests/test_ledger.py", "tests/test_blocks.py",
+                       "tests/test_partition.py", "tests/test_layout.py"]),
+    "proofs-claims": (["proofs/claims_comm.py", "proofs/claims_memory.py", "proofs/claims_map.py",
+                       "proofs/claims_beyond.py", "proofs/runs.py", "proofs/report.py", "proofs/catalog.py"],
+                      ["tests/test_proofs.py", "tests/test_proofs_rules.py", "tests/test_proofs_evaluate.py",
+                       "tests/test_proofs_bite.py", "tests/test_proofs_cli.py"]),
 }
 
 _CONFIG = """
@@ -87,20 +128,56 @@ def _scratch(part: str) -> Path:
     return work
 
 
+def _configure(part: str, work: Path) -> None:
+    """The scratch copy's setup.cfg: the project's, and mutmut's section for the part."""
+    mutate, tests = PARTS[part]
+    text = (ROOT / "setup.cfg").read_text() + _CONFIG.format(mutate="\n".join(f"    {m}" for m in mutate),
+                                                             tests="\n".join(f"    {t}" for t in tests))
+    (work / "setup.cfg").write_text(text)
+
+
+def _env(work: Path) -> dict:
+    env = dict(os.environ, HYPOTHESIS_PROFILE="mutation", NUMBA_CACHE_DIR=str(work / "numba-cache"))
+    env.pop("PYTHONPATH", None)
+    return env
+
+
 def run_part(part: str, mutmut: str, children: int) -> dict:
     """Run mutmut on one part in a scratch copy; the counts of each outcome, the score and the survivors."""
-    mutate, tests = PARTS[part]
     work = _scratch(part)
-    with open(work / "setup.cfg", "a") as fh:
-        fh.write(_CONFIG.format(mutate="\n".join(f"    {m}" for m in mutate),
-                                tests="\n".join(f"    {t}" for t in tests)))
-    env = dict(os.environ, HYPOTHESIS_PROFILE="ci", NUMBA_CACHE_DIR=str(work / "numba-cache"))
-    env.pop("PYTHONPATH", None)
+    _configure(part, work)
     start = time.perf_counter()
-    run = subprocess.run([mutmut, "run", "--max-children", str(children)], cwd=work, env=env,
+    run = subprocess.run([mutmut, "run", "--max-children", str(children)], cwd=work, env=_env(work),
                          capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    listing = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True,
+    return _results(part, work, mutmut, time.perf_counter() - start, run)
+
+
+def rerun_part(part: str, work: Path, mutmut: str, children: int) -> dict:
+    """Bring the tests of an earlier run's scratch copy ``work`` up to date and run its misses again (every
+    mutant not killed); a mutant once killed stays killed, since tests are only ever added to catch one. Where
+    the part's list of test files changed, mutmut itself discards every verdict: then every mutant runs again."""
+    before_config = (work / "setup.cfg").read_text()
+    before = _results(part, work, mutmut, 0.0, None)
+    shutil.copytree(ROOT / "tests", work / "tests", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    _configure(part, work)  # the part's test files as they are now
+    names = [s.split(" ")[0] for s in before["survivors"] if not s.endswith("(not checked)")] + [
+        name for name in EQUIVALENT if any(name.startswith(_module(f) + ".") for f in PARTS[part][0])]
+    if (work / "setup.cfg").read_text() != before_config:
+        names = []  # a new selection: a full run
+    start = time.perf_counter()
+    run = subprocess.run([mutmut, "run", "--max-children", str(children), *names], cwd=work, env=_env(work),
+                         capture_output=True, text=True)
+    return _results(part, work, mutmut, time.perf_counter() - start, run)
+
+
+def _module(path: str) -> str:
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def _results(part: str, work: Path, mutmut: str, seconds: float, run) -> dict:
+    mutate, tests = PARTS[part]
+    listing = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, env=_env(work), capture_output=True,
                              text=True).stdout
     counts: dict[str, int] = {}
     survivors = []
@@ -117,14 +194,14 @@ def run_part(part: str, mutmut: str, children: int) -> dict:
     killed = counts.get("killed", 0)
     missed = sum(counts.values()) - killed  # every other outcome (segfault and suspicious included) is a miss
     equivalent = counts.get("equivalent", 0)
-    result = {"part": part, "files": mutate, "tests": tests, "counts": counts, "killed": killed,
-              "missed": missed, "equivalent": equivalent,
-              "score_without_equivalent": None if killed + missed == equivalent else
-              killed / (killed + missed - equivalent),
-              "score": None if killed + missed == 0 else killed / (killed + missed),
-              "seconds": round(seconds, 1), "survivors": survivors, "scratch": str(work),
-              "returncode": run.returncode, "log_tail": (run.stdout + run.stderr)[-3000:]}
-    return result
+    log = "" if run is None else (run.stdout + run.stderr)[-3000:]
+    return {"part": part, "files": mutate, "tests": tests, "counts": counts, "killed": killed,
+            "missed": missed, "equivalent": equivalent,
+            "score_without_equivalent": None if killed + missed == equivalent else
+            killed / (killed + missed - equivalent),
+            "score": None if killed + missed == 0 else killed / (killed + missed),
+            "seconds": round(seconds, 1), "survivors": survivors, "scratch": str(work),
+            "returncode": None if run is None else run.returncode, "log_tail": log}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,10 +210,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutmut", default=shutil.which("mutmut") or "mutmut", help="the mutmut executable")
     parser.add_argument("--children", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--json", type=Path, default=None, help="write every part's result here")
+    parser.add_argument("--rerun", type=Path, default=None, metavar="SCRATCH",
+                        help="run the misses of an earlier run of --part again, in its scratch copy, "
+                             "against the tests as they are now")
     args = parser.parse_args(argv)
+    if args.rerun and args.part == "all":
+        parser.error("--rerun takes one --part")
     results = []
     for part in (PARTS if args.part == "all" else [args.part]):
-        r = run_part(part, args.mutmut, args.children)
+        r = (rerun_part(part, args.rerun, args.mutmut, args.children) if args.rerun else
+             run_part(part, args.mutmut, args.children))
         results.append(r)
         score = "n/a" if r["score"] is None else f"{100 * r['score']:.1f} %"
         rest = r["score_without_equivalent"]
