@@ -402,3 +402,28 @@ def test_observing_a_corrupted_exponent_never_raises_whatever_the_callers_float_
         obs = observe(schedule, world, [fault])
         finding = detect(obs, "values")
     assert finding.step == 1 and finding.links == ((1, 2),)
+
+
+# -- the link layer's two helpers ---------------------------------------------------------------------------------
+def test_flip_bits_flips_exactly_the_named_bits_of_one_element_and_bounds_both():
+    from ringemu.faults.link import flip_bits
+    from ringemu.faults.spec import FaultSpecError
+    for dtype, width in ((np.uint8, 8), (np.float16, 16), (np.int32, 32), (np.float64, 64)):
+        payload = np.zeros(3, dtype)
+        out = flip_bits(payload, Fault("corrupt", 0, src=0, dst=1, elem=2, bits=(0, width - 1)))
+        raw = out.view(f"u{np.dtype(dtype).itemsize}")
+        assert raw.tolist() == [0, 0, 1 | (1 << (width - 1))] and not payload.any()  # a copy; the input kept
+        with pytest.raises(FaultSpecError, match=rf"a message holds 3 elements of {width} bits \(elem < 3, "
+                                                 rf"bit < {width}\)"):
+            flip_bits(payload, Fault("corrupt", 0, src=0, dst=1, elem=3, bits=(0,)))
+        if width < 64:
+            with pytest.raises(FaultSpecError, match=f"bit < {width}"):
+                flip_bits(payload, Fault("corrupt", 0, src=0, dst=1, bits=(width,)))
+
+
+def test_a_fault_hits_the_first_message_of_its_step_it_matches():
+    from ringemu.faults.link import first_match
+    rows = [(0, 0, 1, 3, 1), (0, 0, 1, 2, 1), (0, 1, 2, 0, 1)]
+    assert [first_match(rows, i, Fault("drop", 0, src=0, dst=1)) for i in range(3)] == [True, False, False]
+    assert [first_match(rows, i, Fault("drop", 0, src=0, dst=1, chunk=2)) for i in range(3)] == [False, True, False]
+    assert not any(first_match(rows, i, Fault("drop", 0, src=2, dst=0)) for i in range(3))
