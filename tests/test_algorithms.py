@@ -357,3 +357,23 @@ def test_nccl_dtree_mirrors_an_even_count_and_shifts_an_odd_one():
     (up0, down0), (up1, down1) = nccl_trees(5)
     assert up0 == [-1, 2, 4, 2, 0] and down0 == [[4], [], [1, 3], [], [2]]
     assert up1 == [1, -1, 3, 0, 3] and down1 == [[3], [0], [], [2, 4], []]
+
+
+def test_nccl_tree_all_reduce_on_4_ranks_worked_by_hand():
+    """Tree 0 of 4 ranks is 0 -> 2, 2 -> 1, 3; tree 1 (mirrored) 3 -> 1, 1 -> 2, 0. runTreeSplit: the reduce step
+    h - 1 adds the children of every rank of height h into it, in down[] order; the broadcast step d copies from the
+    ranks of depth d to their children. A 10-element buffer is one chunk on one channel (tree 0); 262,149 fp32 are
+    cut over two channels, the first in 512 KiB chunks (131,072 fp32), the second on tree 1."""
+    from ringemu.algorithms.nccl_tree import nccl_tree_all_reduce
+    from ringemu.schedule import ADD, COPY
+    tree0 = [(0, 1, 2, ADD), (0, 3, 2, ADD), (1, 2, 0, ADD), (2, 0, 2, COPY), (3, 2, 1, COPY), (3, 2, 3, COPY)]
+    tree1 = [(0, 2, 1, ADD), (0, 0, 1, ADD), (1, 1, 3, ADD), (2, 3, 1, COPY), (3, 1, 2, COPY), (3, 1, 0, COPY)]
+    small = nccl_tree_all_reduce(4, 10, 4)
+    assert small.partition == (0, 10) and small.n_steps == 4
+    assert [(s, a, b, op) for s, a, b, c, op in small.table.tolist()] == tree0
+    big = nccl_tree_all_reduce(4, 2 * 131072 + 5, 4)
+    assert big.partition[:2] == (0, 131072) and big.partition[-1] == 2 * 131072 + 5 and big.n_chunks == 3
+    rows = big.table.tolist()
+    by_chunk = [[(s, a, b, op) for s, a, b, cc, op in rows if cc == c] for c in range(3)]
+    assert by_chunk == [tree0, tree0, tree1]
+    assert nccl_tree_all_reduce(4, 0, 4).partition == (0, 0)  # an empty buffer: one empty chunk
