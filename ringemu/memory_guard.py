@@ -24,6 +24,9 @@ from .partition import layout_for
 __all__ = ["NotEnoughMemory", "address_space_left", "available_bytes", "check_fits", "collective_run_bytes", "schedule_table_bytes"]
 
 TABLE_ROW_BYTES = 5 * 8 + 8 + 8  # one int64 row of (step, src, dst, chunk, op), plus the kernel's sort indexes
+# the direct path's program (ringemu.direct.run.program) per transfer of the table: at most 83 B over every order of
+# the registry at N = 5, 16, 64 and 136 (S = 135, in place or not; most orders 35-60 B), so 96 B is allowed
+PROGRAM_BYTES_PER_TRANSFER = 96
 FIXED_BYTES = 4 << 20  # Python objects of any run (ledger, records, result lists), whatever its size
 RANK_BYTES = 16384  # Python objects per rank (its result array view, its Traffic records in the ledger summary)
 _SAMPLE_RANKS = 128  # schedules larger than this are estimated from this many ranks (see schedule_table_bytes)
@@ -97,7 +100,7 @@ def schedule_table_bytes(collective: str, n_ranks: int, algorithm: str = algorit
 def collective_run_bytes(collective: str, n_ranks: int, numel: int, itemsize: int,
                          algorithm: str = algorithms.DEFAULT_ALGORITHM) -> int:
     """Estimated peak bytes of ``ringemu run``: inputs and their 8-byte exact copies, the padded world, the
-    schedule table and indexes, and the (N, N) link counters."""
+    schedule table and indexes, the direct path's program, and the (N, N) link counters."""
     sample = _sample(collective, n_ranks, algorithm, numel, itemsize)
     chunks = n_ranks if sample.n_chunks == sample.n_ranks else sample.n_chunks  # a chunk per rank, or fixed
     padded = ChunkLayout(numel, chunks).padded_numel
@@ -108,8 +111,9 @@ def collective_run_bytes(collective: str, n_ranks: int, numel: int, itemsize: in
     world = n_ranks * padded * itemsize
     links = 2 * n_ranks * n_ranks * 8
     objects = FIXED_BYTES + RANK_BYTES * n_ranks
-    return inputs + wide + world + schedule_table_bytes(collective, n_ranks, algorithm, numel, itemsize) + links \
-        + objects
+    table = schedule_table_bytes(collective, n_ranks, algorithm, numel, itemsize)
+    program = table // TABLE_ROW_BYTES * PROGRAM_BYTES_PER_TRANSFER
+    return inputs + wide + world + table + program + links + objects
 
 
 def _gib(nbytes: int) -> str:

@@ -202,6 +202,7 @@ def test_an_unreadable_vmsize_counts_as_nothing_used(monkeypatch):
 
 
 ROW = 56  # bytes per transfer: five int64 columns (step, src, dst, chunk, op) and two int64 sort indexes
+PROGRAM = 96  # bytes per transfer allowed for the direct path's program (the largest measured: 83 B)
 
 
 def objects(n):
@@ -248,7 +249,8 @@ def test_the_scaled_schedule_term_is_whole_bytes_rounded_down():
 def test_the_world_term_pads_to_the_algorithms_chunks(collective, n, algorithm, numel, world, rows):
     """The padded world holds N copies of the buffer padded to the algorithm's chunks: one per rank of the run
     (not of the sample) for per-rank chunks, the algorithm's fixed count otherwise."""
-    expected = n * numel * 4 + n * numel * 8 + numel * 8 + world * 4 + rows * ROW + 2 * n * n * 8 + objects(n)
+    expected = n * numel * 4 + n * numel * 8 + numel * 8 + world * 4 + rows * (ROW + PROGRAM) + 2 * n * n * 8 \
+        + objects(n)
     assert memory_guard.collective_run_bytes(collective, n, numel, 4, algorithm) == expected
 
 
@@ -258,7 +260,7 @@ def test_the_world_term_holds_an_engines_own_cut():
     and the table is the 12 transfers of the order cut for 7 elements of 4 B."""
     built = algorithms.build("all-reduce", 4, "nccl:ring", numel=7, itemsize=4)
     assert layout_for(built, 7).padded_numel == 16 and built.n_transfers == 12
-    expected = 4 * 7 * 4 + 4 * 7 * 8 + 7 * 8 + 4 * 16 * 4 + 12 * ROW + 2 * 4 * 4 * 8 + objects(4)
+    expected = 4 * 7 * 4 + 4 * 7 * 8 + 7 * 8 + 4 * 16 * 4 + 12 * (ROW + PROGRAM) + 2 * 4 * 4 * 8 + objects(4)
     assert memory_guard.collective_run_bytes("all-reduce", 4, 7, 4, "nccl:ring") == expected
 
 
@@ -268,6 +270,25 @@ def test_the_world_and_table_follow_the_buffers_width(algorithm, numel):
     cut for 8-byte elements (its own slots and transfers, from the order itself), not for the 4-byte default."""
     built = algorithms.build("all-reduce", 5, algorithm, numel=numel, itemsize=8)
     world = 5 * layout_for(built, numel).padded_numel  # 10 and 4096 slots: no less than its chunks' padding
-    expected = 5 * numel * 8 + 5 * numel * 8 + numel * 8 + world * 8 + built.n_transfers * ROW + 2 * 25 * 8 \
-        + objects(5)
+    expected = 5 * numel * 8 + 5 * numel * 8 + numel * 8 + world * 8 + built.n_transfers * (ROW + PROGRAM) \
+        + 2 * 25 * 8 + objects(5)
     assert memory_guard.collective_run_bytes("all-reduce", 5, numel, 8, algorithm) == expected
+
+
+def test_the_direct_programs_fit_their_allowance_per_transfer():
+    """The run estimate allows PROGRAM_BYTES_PER_TRANSFER for the direct path's program: every order of the
+    registry, at 5, 16 and 64 ranks, in place or not, builds a program no larger than that per transfer."""
+    from ringemu.algorithms import REGISTRY
+    from ringemu.direct.run import program
+    for (collective, name), entry in REGISTRY.items():
+        for n in (5, 16, 64):
+            if entry.unsupported(n) is not None:
+                continue
+            schedule = algorithms.build(collective, n, name, numel=135, itemsize=4)
+            for in_place in (False, True):
+                prog = program(schedule, layout_for(schedule, 135), collective == "reduce-scatter", in_place)
+                if prog is None:
+                    continue
+                nbytes = sum(a.nbytes for a in (prog.ops, prog.op_bounds, prog.writes, prog.write_bounds,
+                                                prog.chunk_start, prog.chunk_len))
+                assert nbytes <= memory_guard.PROGRAM_BYTES_PER_TRANSFER * schedule.n_transfers, (name, n, nbytes)

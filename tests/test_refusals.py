@@ -170,10 +170,12 @@ def test_address_space_left_is_the_limit_less_vmsize():
 @pytest.mark.parametrize("n, numel, expected", [
     # the estimate's terms as collective_run_bytes' docstring lists them, worked by hand for a ring all-reduce of
     # fp32 (4 B): inputs N·S·4, exact copies N·S·8 + S·8, the padded world N·N·ceil(S/N)·4, the schedule's
-    # 2(N-1)·N rows of 56 B, the (N, N) link counters twice at 8 B, and 4 MiB + 16 KiB per rank of objects
-    (4, 10, 160 + 400 + 192 + 24 * 56 + 256 + 4 * 2 ** 20 + 4 * 16384),
+    # 2(N-1)·N rows of 56 B and 96 B of the direct path's program per row, the (N, N) link counters twice at 8 B,
+    # and 4 MiB + 16 KiB per rank of objects
+    (4, 10, 160 + 400 + 192 + 24 * (56 + 96) + 256 + 4 * 2 ** 20 + 4 * 16384),
     # N = 256 > 128: the table is the 128-rank ring's 2·127·128 rows scaled by (256/128)^2 and by 5/4
-    (256, 256, 262144 + 524288 + 2048 + 262144 + 32512 * 4 * 5 // 4 * 56 + 1048576 + 4 * 2 ** 20 + 256 * 16384),
+    (256, 256, 262144 + 524288 + 2048 + 262144 + 32512 * 4 * 5 // 4 * (56 + 96) + 1048576 + 4 * 2 ** 20
+     + 256 * 16384),
 ])
 def test_the_run_estimate_is_the_documented_sum(n, numel, expected):
     from ringemu.memory_guard import collective_run_bytes

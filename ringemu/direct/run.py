@@ -21,8 +21,6 @@ no input holds, or an all-gather chunk that spans shards); callers then use :fun
 """
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
 
 from ..execute import STREAMING_BYTES, default_threads, run_slabs
@@ -145,22 +143,28 @@ def _table(buffers, offsets, n: int) -> np.ndarray:
     return np.array([_address(a, o) for a, o in zip(buffers, offsets or [0] * n)], dtype=np.int64)
 
 
+def _spans(buffers) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) byte addresses of the non-empty buffers, sorted by start (int64 arrays: no list per rank)."""
+    n = len(buffers)
+    lo = np.fromiter((a.__array_interface__["data"][0] for a in buffers), dtype=np.int64, count=n)
+    hi = lo + np.fromiter((a.nbytes for a in buffers), dtype=np.int64, count=n)
+    keep = hi > lo
+    order = np.argsort(lo[keep], kind="stable")
+    return lo[keep][order], hi[keep][order]
+
+
 def _overlapping(inputs, outputs, in_place: bool) -> bool:
     """Whether two outputs share memory or, unless in place, an output shares memory with an input. Inputs may
     share memory with each other (one array passed for every rank): they are only read."""
-    outs = sorted((a.__array_interface__["data"][0], a.nbytes) for a in outputs if a.nbytes)
-    if any(lo < prev_lo + prev_n for (prev_lo, prev_n), (lo, _) in zip(outs, outs[1:])):
+    lo, hi = _spans(outputs)
+    if np.any(lo[1:] < hi[:-1]):
         return True
-    if in_place:
+    if in_place or lo.size == 0:
         return False
-    ends = [lo + n for lo, n in outs]  # ascending: the outputs are disjoint and sorted
-    for a in inputs:
-        if a.nbytes:
-            lo = a.__array_interface__["data"][0]
-            j = bisect.bisect_right(ends, lo)  # the first output ending after this input starts
-            if j < len(outs) and outs[j][0] < lo + a.nbytes:
-                return True
-    return False
+    in_lo, in_hi = _spans(inputs)
+    first = np.searchsorted(hi, in_lo, side="right")  # the first output ending after each input starts (hi ascends)
+    hit = first < lo.size
+    return bool(np.any(lo[first[hit]] < in_hi[hit]))
 
 
 def run_direct(schedule: Schedule, layout, inputs: list[np.ndarray], outputs: list[np.ndarray], *,
