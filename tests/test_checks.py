@@ -95,3 +95,49 @@ def test_a_choice_is_one_of_the_named_strings():
     assert checks.check_choice("b", "mode", iter(("a", "b"))) == "b"
     assert _message(ValueError, checks.check_choice, "c", "mode", ("a", "b")) == "mode must be one of a, b; got 'c'"
     assert _message(ValueError, checks.check_choice, 1, "k", ("1", "2")) == "k must be one of 1, 2; got 1"
+
+
+def test_check_integer_sum_refuses_the_first_element_whose_sum_leaves_the_dtype():
+    """int32: rank sums are exact in int64; element 1 sums to 2^31 (one past int32's maximum), element 2 to -2^31 - 1;
+    the message names the first, its exact sum and the dtype's range. A world as one array and as rows alike."""
+    from ringemu.checks import check_integer_sum
+    world = np.array([[1, 2 ** 30, -2 ** 30, 5], [1, 2 ** 30, -2 ** 30 - 1, 5]], dtype=np.int32)
+    for given in (world, list(world)):
+        with pytest.raises(ValueError, match=r"^world: the sum over ranks of element 1 is 2147483648, outside int32 "
+                                             r"\[-2147483648, 2147483647\]; use a wider dtype or smaller values$"):
+            check_integer_sum(given)
+    world[:, 1] = [2 ** 30, 2 ** 30 - 1]  # 2^31 - 1: the maximum, allowed
+    with pytest.raises(ValueError, match=r"^blocks: the sum over ranks of element 2 is -2147483649"):
+        check_integer_sum(world, "blocks")
+    world[1, 2] = -2 ** 30  # -2^31: the minimum, allowed
+    check_integer_sum(world)
+    small = np.array([[100, -100], [27, -28]], dtype=np.int8)
+    check_integer_sum(small)  # 127 and -128: int8's bounds
+    small[1, 0] = 28
+    with pytest.raises(ValueError, match="element 0 is 128, outside int8"):
+        check_integer_sum(small)
+
+
+def test_check_integer_sum_is_exact_at_int64s_bounds():
+    """int64 sums are screened in float64 and checked exactly where they come near 2^62: 2^62 + (2^62 - 1) is int64's
+    maximum, 2^62 + 2^62 one past it; -2^62 - 2^62 is its minimum."""
+    from ringemu.checks import check_integer_sum
+    top = np.array([[2 ** 62, -2 ** 62, 7], [2 ** 62 - 1, -2 ** 62, 8]], dtype=np.int64)
+    check_integer_sum(top)
+    top[1, 0] = 2 ** 62
+    with pytest.raises(ValueError, match=r"element 0 is 9223372036854775808, outside int64 \[-9223372036854775808, "
+                                         r"9223372036854775807\]"):
+        check_integer_sum(top)
+    top[1, 0], top[1, 1] = 0, -2 ** 62 - 1 + 1
+    check_integer_sum(top)
+    three = [np.array([-2 ** 62], np.int64), np.array([-2 ** 62], np.int64), np.array([-1], np.int64)]
+    with pytest.raises(ValueError, match="element 0 is -9223372036854775809"):
+        check_integer_sum(three)
+
+
+def test_check_integer_sum_lets_floats_and_empty_worlds_pass():
+    from ringemu.checks import check_integer_sum
+    check_integer_sum(np.full((2, 3), 3e38, np.float32))  # floats overflow to inf by IEEE 754, not an error here
+    check_integer_sum(np.zeros((2, 0), np.int32))
+    check_integer_sum([])
+    check_integer_sum(np.zeros((0, 4), np.int8))

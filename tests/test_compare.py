@@ -267,3 +267,28 @@ def test_a_comparisons_dict_carries_every_row_and_the_fastest():
                        "busbw_GBps": float(r.busbw / 10 ** 9)}
     free = compare("all-reduce", Topology.uniform(2, LinkClass("free", Fraction(10 ** 9))), 0, "fp32")
     assert all(row["busbw_GBps"] is None for row in free.as_dict()["rows"])  # no time: no bandwidth
+
+
+def test_a_comparisons_topology_is_written_out_in_gb_per_s_and_microseconds():
+    """Two nodes of 4 (the lesson's links: NVLink 160 GB/s and 3.4 µs inside a node, InfiniBand 50 GB/s and
+    14 µs between nodes, NCCL's tuning.cc latencies), exact decimals as strings."""
+    d = compare("all-reduce", Topology.from_nodes(8, 2), 64, "fp32").as_dict()
+    assert (d["ranks"], d["nodes"], d["ranks_per_node"], d["contention"]) == (8, 2, 4, "port")
+    assert d["link_classes"] == [
+        {"name": "NVLink", "bandwidth_GBps": "160", "latency_us": "17/5", "inside_node": True},
+        {"name": "InfiniBand", "bandwidth_GBps": "50", "latency_us": "14", "inside_node": False}]
+
+
+def test_link_classes_and_topologies_keep_exact_decimals_and_name_what_is_wrong():
+    link = LinkClass("L", "2.5", "0.000001")  # numbers a person types: parsed as decimals, kept exact
+    assert (link.bandwidth, link.latency) == (Fraction(5, 2), Fraction(1, 10 ** 6))
+    topo = Topology(6, 3, intra=link, inter=link, contention="link", launch="0.5")
+    assert (topo.n_ranks, topo.ranks_per_node, topo.launch, topo.contention) == (6, 3, Fraction(1, 2), "link")
+    with pytest.raises(ValueError, match=r"^contention must be one of port, link; got 'bus'$"):
+        Topology(4, 2, contention="bus")
+    with pytest.raises(ValueError, match="launch latency"):
+        Topology(4, 2, launch="-1")
+    with pytest.raises(ValueError, match="ranks_per_node"):
+        Topology(6, 4)
+    with pytest.raises((TypeError, ValueError), match="name"):
+        LinkClass("", Fraction(1))
