@@ -2,7 +2,8 @@
 
     python tests/mutation/mutmut_table.py benchmarks/results/mutmut/*.json
 
-One row per part (the last result of each part wins, so a rerun's file given after the first run's replaces it),
+One row per part: of several results for one part the last wins, the files read in the order PART.json,
+PART-r1.json, PART-r2.json, ... (a rerun's file after the run it reran, whatever order the shell gives them),
 then one row per package: the parts whose files lie in that package, added up. Score = killed / all mutants (every
 other outcome is a miss); the score without the reviewed equivalent mutants (tests/mutation/equivalent.py) is printed
 beside it.
@@ -10,6 +11,7 @@ beside it.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +26,7 @@ def load(paths: list[Path]) -> dict[str, dict]:
     """part -> its result; a later file's result of a part replaces an earlier one's. Survivors are classed as
     equivalent by the list as it is now (a result written before a mutant was reviewed counts it so too)."""
     parts: dict[str, dict] = {}
-    for path in paths:
+    for path in sorted(paths, key=_run_order):
         for result in json.loads(Path(path).read_text()):
             counts = dict(result["counts"])
             for entry in result["survivors"]:
@@ -34,6 +36,12 @@ def load(paths: list[Path]) -> dict[str, dict]:
                     counts["equivalent"] = counts.get("equivalent", 0) + 1
             parts[result["part"]] = {**result, "counts": {k: v for k, v in counts.items() if v}}
     return parts
+
+
+def _run_order(path) -> tuple[str, int]:
+    """PART.json first, then PART-r1.json, PART-r2.json, ..."""
+    m = re.fullmatch(r"(.*?)(?:-r(\d+))?", Path(path).stem)
+    return m.group(1), int(m.group(2) or 0)
 
 
 def _package(result: dict) -> str:
