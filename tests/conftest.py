@@ -2,8 +2,8 @@
 with ``HYPOTHESIS_PROFILE=ci``) and deterministic: derandomized (each test's examples follow from its own code,
 never from the clock) and without an example database (nothing a previous run saved is replayed), so a CI run's
 result depends on the commit only; ``flake-hunt`` (tests/flake_hunt.py) draws like ``default`` under the seed it
-is given, with no database either; ``mutation`` (tests/mutation/mutmut_parts.py) is ``ci`` with the default's
-example count, so that a surviving mutant, which runs every test that reaches it, costs minutes less. No deadline: numba compiles on first call and the machines are shared.
+is given, with no database either; ``mutation`` (tests/mutation/mutmut_parts.py) is ``ci`` with 30 examples
+instead of 150, so that a surviving mutant, which runs every test that reaches it, costs minutes less. No deadline: numba compiles on first call and the machines are shared.
 
 ringemu's own pytest plugin (installed with ``ringemu[test]``) keeps these: it loads its ``ringemu-dev`` /
 ``ringemu-ci`` profiles only when a session chose none, and this file re-registers hypothesis's ``default``."""
