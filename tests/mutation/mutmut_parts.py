@@ -62,7 +62,8 @@ PARTS = {
     # the modules of the last round: detectors, the size-only world, compare/topology, conformance, rollback, the
     # lesson's data, the engine orders and the catalog of claims
     "faults-detect": (["ringemu/faults/locate.py", "ringemu/faults/link.py", "ringemu/faults/report.py"],
-                      ["tests/test_faults_locate.py", "tests/test_faults_report.py", "tests/test_faults.py",
+                      ["tests/test_faults_locate.py", "tests/test_faults_report.py", "tests/test_faults_explain.py",
+                       "tests/test_faults.py",
                        "tests/test_fault_spec.py"]),
     "size-only": (["ringemu/worlds/size_only.py", "ringemu/ledger_counts.py"],
                   ["tests/test_size_only_world.py", "tests/test_ledger_counts.py", "tests/test_partition.py"]),
