@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -48,6 +49,26 @@ def modelled() -> str:
     return "\n".join(out) + "\n"
 
 
+def records() -> str:
+    """The engines' recorded bits (benchmarks/results/engine_records.json): how many cases of each engine."""
+    from collections import Counter
+    from benchmarks.engines.records import RECORDS, load
+    recorded = load(RECORDS)
+    per_engine = Counter(c["engine"] for c in recorded["cases"])
+    out = ["## The engines' bits, recorded", "", textwrap.fill(
+           f"`python -m benchmarks.engines.records` runs every engine's quick and full matrices and keeps, for each "
+           f"case, the sha256 of every rank's output as the engine returned it (Open MPI's bytes per peer beside it) "
+           f"in `{RECORDS.relative_to(RECORDS.parents[2])}`; `tests/test_engine_records.py` replays every case "
+           "through the registry entry, so the engine orders are held to the engines' bits where no engine is "
+           "installed, and `tests/test_engines.py` checks the records against the live engines where they are.",
+           115), "",
+           "| engine | version | cases recorded |", "|---|---|---:|"]
+    for name, version in sorted(recorded["engines"].items()):
+        out.append(f"| {name} | {version} | {per_engine[name]:,} |")
+    out += ["", f"In all: {len(recorded['cases']):,} cases."]
+    return "\n".join(out) + "\n"
+
+
 def table(rows: list[dict], skipped: dict[str, str], seconds: float, quick: bool) -> str:
     out = ["# Engines as they really run", "",
            "Every row is a run of the engine on this machine against the ringemu registry entry named for it: the",
@@ -67,7 +88,7 @@ def table(rows: list[dict], skipped: dict[str, str], seconds: float, quick: bool
         out.append(f"- `{r['entry']}` {r['collective']}: first departure {r['first_mismatch']}")
     if skipped:
         out += ["", "Not run here:"] + [f"- {name}: {why}" for name, why in skipped.items()]
-    return "\n".join(out) + "\n\n" + modelled() + "\n" + CAPTURE
+    return "\n".join(out) + "\n\n" + records() + "\n" + modelled() + "\n" + CAPTURE
 
 
 def main(argv=None) -> int:

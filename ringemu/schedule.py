@@ -127,11 +127,14 @@ class Schedule:
 
     def shard_of(self, chunk: int) -> int | None:
         """The shard (rank) that ``chunk`` belongs to, or None for a whole-buffer chunk. For an engine's partition:
-        the shard of ``ChunkLayout(S, N)`` that holds the chunk's elements."""
+        the shard of ``ChunkLayout(S, N)`` that holds the chunk's elements; an empty chunk of a partition of one
+        chunk per rank (MPI's blocks) is rank ``chunk``'s, since it holds no element to place."""
         if not self.split:
             return None
         if self.partition is None:
             return chunk // self.split
+        if self.n_chunks == self.n_ranks and self.partition[chunk] == self.partition[chunk + 1]:
+            return chunk
         shard_size = max(1, -(-self.partition[-1] // self.n_ranks))  # ceil(S/N), the textbook shard map
         return min(self.n_ranks - 1, self.partition[chunk] // shard_size)
 

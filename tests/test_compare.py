@@ -292,3 +292,86 @@ def test_link_classes_and_topologies_keep_exact_decimals_and_name_what_is_wrong(
         Topology(6, 4)
     with pytest.raises((TypeError, ValueError), match="name"):
         LinkClass("", Fraction(1))
+
+
+def test_a_comparisons_dict_names_each_refused_algorithm_and_its_reason():
+    """as_dict writes every (algorithm, reason) of ``unsupported`` under the keys "algorithm" and "reason" (today's
+    catalog runs on every N, so the refusal is a hand-made comparison's)."""
+    from ringemu.compare import Comparison
+    shown = Comparison("all-reduce", Topology(4, 1), 8, "fp32", Fraction(3, 2), (),
+                       (("some-algorithm", "needs N a power of two"), ("other", "needs N even")))
+    assert shown.as_dict()["unsupported"] == [{"algorithm": "some-algorithm", "reason": "needs N a power of two"},
+                                              {"algorithm": "other", "reason": "needs N even"}]
+
+
+def test_count_algorithm_names_an_unknown_algorithm_before_it_builds_anything():
+    """count_algorithm's first line is "a clear error for unknown names": an unknown name is reported as such (the
+    catalog's ValueError) even when the buffer it would build is bad too; a known name with good input runs."""
+    from ringemu.compare import count_algorithm
+    with pytest.raises(ValueError, match=r"^algorithm for all-reduce must be one of ring, .*; got 'nope'$"):
+        count_algorithm("all-reduce", "nope", 4, -1, "fp32")
+    assert count_algorithm("all-reduce", "ring", 4, 4, "fp32").n_steps() == 6  # 2(N-1) ring steps
+
+
+@pytest.mark.parametrize("run", [lambda t, numel: compare("all-reduce", t, numel, "fp32"),
+                                 lambda t, numel: sweep("all-reduce", t, [numel], "fp32")],
+                         ids=["compare", "sweep"])
+def test_compare_and_sweep_check_the_topology_and_admit_up_to_1024_ranks(run):
+    """_check's contract (MAX_RANKS = 1024, "ranks must be <= 1024"): a non-Topology is a TypeError naming its type;
+    1025 ranks are refused with the bound's message; 1024 pass the rank check, which the next check shows: a
+    negative numel is then what is refused (so nothing is built at N = 1024)."""
+    with pytest.raises(TypeError, match=r"^topology must be a Topology; got str$"):
+        run("8 ranks", 8)
+    with pytest.raises(ValueError, match=r"^ranks must be <= 1024 \(every transfer of every schedule is walked\); "
+                                         r"got 1025$"):
+        run(Topology(1025, 1), -1)
+    with pytest.raises(ValueError, match=r"^numel must be an integer >= 0, got -1$"):
+        run(Topology(1024, 1), -1)
+
+
+@pytest.mark.parametrize("collective, factor", [("all-reduce", Fraction(4, 3)), ("reduce-scatter", Fraction(2, 3)),
+                                                ("all-gather", Fraction(2, 3))])
+def test_bus_factor_is_the_default_rings_and_zero_latency_ring_busbw_is_the_link_bandwidth(collective, factor):
+    """The module doc: F is nccl-tests' bus factor read from the default (ring) algorithm's ledger, 2(N-1)/N for
+    all-reduce and (N-1)/N for reduce-scatter and all-gather (N = 3: 4/3 and 2/3; 300 fp32 split evenly, no padding),
+    whatever the other algorithms send; busbw = S / time · F. With α = 0 the ring sends F·S bytes per rank over one
+    link at a time, so time = F·S / B and busbw = B exactly (nccl-tests doc/PERFORMANCE.md's point)."""
+    bandwidth = Fraction(10 ** 9)
+    result = compare(collective, Topology.uniform(3, LinkClass("L", bandwidth)), 300, "fp32")
+    assert result.bus_factor == factor
+    ring = next(r for r in result.rows if r.name == "ring")
+    assert ring.seconds == factor * 300 * 4 / bandwidth and ring.busbw == bandwidth
+    for row in result.rows:  # every row against the one yardstick: S / time · F, S = 300 · 4 B
+        assert row.busbw == 1200 / row.seconds * factor
+
+
+def test_one_rank_sends_nothing_over_any_class():
+    """A single rank uses no link class (Topology.slowest() is None): every row has 0 bytes on the slowest class."""
+    rows = compare("all-reduce", Topology(1, 1), 10, "fp32").rows
+    assert rows and all(r.slowest_class_bytes == 0 and r.total_bytes == 0 for r in rows)
+
+
+def test_the_bisection_prices_at_most_log2_of_the_gap_more_sizes(monkeypatch):
+    """Bisection halves [lo, hi] until the sizes are adjacent: between two swept sizes 1023 apart that is at most
+    ceil(log2(1023)) = 10 midpoints, so 12 sizes in all, each priced once per swept algorithm (LinkProfile.seconds
+    is counted; past the bound it raises, so a bisection that never ends fails here instead of hanging). The one
+    crossover found lies between adjacent sizes and holds when counted through compare (fastest first on ties).
+    Setting: the existing crossover test's (one class, α = 1 s, 1 B/s, fp16, N = 4)."""
+    from ringemu.topology import LinkProfile
+    topology = Topology.uniform(4, LinkClass("link", 1, 1))
+    swept = [a for a in algorithms.names("all-reduce") if not algorithms.algorithm("all-reduce", a).sized]
+    limit, calls, price = 12 * len(swept), [], LinkProfile.seconds
+
+    def counted(self, chunk_bytes):
+        calls.append(chunk_bytes)
+        if len(calls) > limit:
+            raise AssertionError(f"more than {limit} prices: the bisection does not narrow")
+        return price(self, chunk_bytes)
+    monkeypatch.setattr(LinkProfile, "seconds", counted)
+    result = sweep("all-reduce", topology, [1, 1024], "fp16")
+    monkeypatch.undo()
+    assert [p.numel for p in result.points] == [1, 1024] and len(result.crossovers) == 1
+    crossover = result.crossovers[0]
+    assert 1 <= crossover.numel < 1024
+    assert compare("all-reduce", topology, crossover.numel, "fp16").fastest[0] == crossover.before
+    assert compare("all-reduce", topology, crossover.numel + 1, "fp16").fastest[0] == crossover.after

@@ -180,3 +180,55 @@ def test_nccl_sums_chunk_c_along_the_forward_ring_and_its_tree_children_in_order
     schedule = nccl_ring_all_reduce(n, numel, 4)
     check_provenance(schedule)
     assert all(_bits(row) == _bits(want) for row in collectives.all_reduce(world, schedule=schedule))
+
+
+@pytest.mark.parametrize("collective", ["reduce-scatter", "all-gather"])
+def test_xla_direct_formula_typed_from_its_docstring(collective):
+    """XLA's in-process reduce-scatter and all-gather are priced as one direct exchange: α + (N-1)/N·S·β on N > 1
+    ranks (every rank sends its N-1 foreign shards at once), 0 on one rank."""
+    from fractions import Fraction
+    from ringemu.algorithms import cost
+    a, b, s = Fraction(7), Fraction(1, 3), 8192
+    assert cost(collective, "xla-cpu:in-process", 1, s, a, b) == 0
+    for n in (2, 3, 4, 5, 8):
+        assert cost(collective, "xla-cpu:in-process", n, s, a, b) == a + Fraction(n - 1, n) * s * b, n
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("name", ["gloo:ring", "xla-cpu:in-process"])
+def test_gloo_and_xla_move_no_empty_chunk(collective, name):
+    """Their modules' docs: gloo's 0-byte messages for empty halves move nothing and are left out, and XLA's
+    "message" is a chunk one buffer reads from another, so an empty shard (S < N, or a short last shard) costs
+    neither a transfer nor an α in the ledger."""
+    for n in (2, 3, 4, 5, 8):
+        for numel in (0, 1, 2, n - 1, n + 1, 2 * n + 1):
+            s = build(collective, n, name, numel=numel, itemsize=4)
+            sizes = np.diff(np.asarray(s.partition))
+            assert not (sizes[s.table[:, 3]] == 0).any(), (n, numel)
+
+
+def test_gloo_all_gather_on_3_ranks_worked_by_hand():
+    """gloo/allgather.cc as the module doc states it: each shard of ChunkLayout(S, N) cut in two halves (the first
+    len // 2 elements), and in step i rank r sends half i & 1 of block (r - i // 2) mod N to r + 1, for 2(N-1)
+    steps; chunk 2b + h is half h of block b. S = 7 on 3 ranks: shards 3, 3, 1, so halves [0,1) [1,3) [3,4) [4,6)
+    [6,6) [6,7); the empty half (chunk 4) is never sent. S = 20: shards 7, 7, 6 cut 3 | 4, 3 | 4, 3 | 3."""
+    s = build("all-gather", 3, "gloo:ring", numel=7, itemsize=4)
+    assert s.partition == (0, 1, 3, 4, 6, 6, 7) and s.n_steps == 4
+    rows = sorted((st, src, dst, c) for st, src, dst, c, _ in s.table.tolist())
+    assert rows == sorted([(0, 0, 1, 0), (0, 1, 2, 2),                  # step 0: half 0 of one's own block
+                           (1, 0, 1, 1), (1, 1, 2, 3), (1, 2, 0, 5),    # step 1: half 1 of one's own block
+                           (2, 1, 2, 0), (2, 2, 0, 2),                  # step 2: half 0 of block r - 1
+                           (3, 0, 1, 5), (3, 1, 2, 1), (3, 2, 0, 3)])   # step 3: half 1 of block r - 1
+    assert build("all-gather", 3, "gloo:ring", numel=20, itemsize=4).partition == (0, 3, 7, 10, 14, 17, 20)
+
+
+def test_xla_all_reduce_on_3_ranks_worked_by_hand():
+    """AllReduceOp as the module doc states it: chunk p of ceil(S/N) elements; step 1 every rank r > 0 sends each
+    chunk to rank 0, which adds them in rank order; step 2 rank 0 sends every chunk to every other rank. S = 4 on 3
+    ranks: chunks [0,2) [2,4) [4,4); the empty third chunk moves nothing."""
+    from ringemu.schedule import ADD, COPY
+    s = build("all-reduce", 3, "xla-cpu:in-process", numel=4, itemsize=4)
+    assert s.partition == (0, 2, 4, 4) and s.n_steps == 2
+    assert [tuple(r) for r in s.table.tolist()] == [
+        (0, 1, 0, 0, ADD), (0, 2, 0, 0, ADD), (0, 1, 0, 1, ADD), (0, 2, 0, 1, ADD),
+        (1, 0, 1, 0, COPY), (1, 0, 2, 0, COPY), (1, 0, 1, 1, COPY), (1, 0, 2, 1, COPY)]

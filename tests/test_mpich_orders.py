@@ -168,3 +168,12 @@ def test_sized_entries_ask_for_the_buffer():
         algorithms.build("all-reduce", 4, "mpich:ring")
     with pytest.raises(ValueError, match="give itemsize="):
         algorithms.build("all-reduce", 4, "mpich:default", numel=10)
+
+
+def test_tree_formula_typed_from_its_docstring():
+    """mpich:tree's α-β formula, 2·⌈log2 N⌉·(α + S·β) (a binomial reduce to rank 0 then a broadcast of the whole
+    buffer): ⌈log2 N⌉ = 0, 1, 2, 3, 3, 4 on 1, 2, 4, 5, 8, 9 ranks."""
+    from fractions import Fraction
+    a, b, s = Fraction(7), Fraction(1, 3), 8192
+    for n, log in ((1, 0), (2, 1), (4, 2), (5, 3), (8, 3), (9, 4)):
+        assert algorithms.cost("all-reduce", "mpich:tree", n, s, a, b) == 2 * log * (a + s * b), n

@@ -119,3 +119,27 @@ def test_recursive_doubling_is_the_plain_entrys_order(n, numel, seed):
     world = np.random.default_rng(seed).standard_normal((n, numel)).astype(np.float32)
     plain = ringemu.all_reduce(world.copy(), algorithm="recursive-doubling")
     assert ringemu.all_reduce(world.copy(), algorithm="ompi:recursive-doubling").tobytes() == plain.tobytes()
+
+
+def test_nonoverlapping_formula_typed_from_its_docstring():
+    """ompi:nonoverlapping's α-β formula, 2·⌈log2 N⌉·(α + S·β) (a binomial reduce then a binomial broadcast,
+    Thakur, Rabenseifner & Gropp 2005, §4.2 and §4.5): ⌈log2 N⌉ = 0, 1, 2, 3, 3, 4 on 1, 2, 4, 5, 8, 9 ranks."""
+    from fractions import Fraction
+    a, b, s = Fraction(7), Fraction(1, 3), 8192
+    for n, log in ((1, 0), (2, 1), (4, 2), (5, 3), (8, 3), (9, 4)):
+        assert algorithms.cost("all-reduce", "ompi:nonoverlapping", n, s, a, b) == 2 * log * (a + s * b), n
+
+
+def test_small_buffers_fall_back_as_coll_base_allreduce_does():
+    """ompi/mca/coll/base/coll_base_allreduce.c: the ring and the segmented ring switch to recursive doubling when
+    count < comm_size, Rabenseifner (allreduce_intra_redscat_allgather) to the basic linear all-reduce when count <
+    nprocs_pof2; at the threshold itself they run as named. Checked on 2..9 ranks by the schedule's name."""
+    from ringemu.algorithms import build
+    for n in range(2, 10):
+        pof2 = 1 << (n.bit_length() - 1)
+        for entry in ("ompi:ring", "ompi:segmented-ring"):
+            assert build("all-reduce", n, entry, numel=n - 1, itemsize=4).name == "ompi_recursive_doubling_all_reduce"
+            assert build("all-reduce", n, entry, numel=n, itemsize=4).name == "ompi_ring_all_reduce"
+        assert build("all-reduce", n, "ompi:rabenseifner", numel=pof2 - 1, itemsize=4).name == \
+            "ompi_basic_linear_all_reduce"
+        assert build("all-reduce", n, "ompi:rabenseifner", numel=pof2, itemsize=4).name == "ompi_rabenseifner_all_reduce"

@@ -223,3 +223,126 @@ def test_profile_refuses_a_topology_of_another_size():
         LinkProfile(algorithms.build(ALL_REDUCE, 8), Topology(4, 1))
     with pytest.raises(ValueError, match="topology has 4 ranks but the ledger counts 8"):
         modelled_time(count_algorithm(ALL_REDUCE, RING, 8, 8, "fp32"), Topology(4, 1))
+
+
+def test_parse_decimal_names_the_refused_type_and_keeps_numpy_integers_exact():
+    """The TypeError names the value and its type; a numpy integer becomes a Fraction of Python ints (operator.index),
+    so exact arithmetic cannot wrap around at 2**63: 2**62 · 4 = 2**64, worked by hand."""
+    with pytest.raises(TypeError, match=r"^x must be an int, .*floats are not exact\); got 0\.5 \(float\)$"):
+        parse_decimal(0.5, "x")
+    value = parse_decimal(np.int64(2 ** 62), "x")
+    assert type(value.numerator) is int and type(value.denominator) is int
+    assert value * 4 == 2 ** 64 and parse_decimal(np.int32(7), "x") == 7
+
+
+def test_link_class_errors_name_the_class_and_the_field():
+    """LinkClass names "<name> bandwidth" / "<name> latency" in parse_decimal's messages (the class docstring:
+    both are read by parse_decimal); the exact values on the other side of each check are accepted."""
+    with pytest.raises(TypeError, match=r"^IB bandwidth must be an int"):
+        LinkClass("IB", 1.5)
+    with pytest.raises(ValueError, match=r"^IB bandwidth must be a non-negative decimal"):
+        LinkClass("IB", "fast")
+    with pytest.raises(TypeError, match=r"^IB latency must be an int"):
+        LinkClass("IB", 5, 0.5)
+    with pytest.raises(ValueError, match=r"^IB latency must be >= 0 s; got -1/10$"):
+        LinkClass("IB", 5, Fraction(-1, 10))
+    link = LinkClass("IB", Fraction(1, 10 ** 6), 0)  # the smallest values the checks let through here: > 0, >= 0
+    assert (link.bandwidth, link.latency) == (Fraction(1, 10 ** 6), 0)
+
+
+def test_topology_checks_name_each_argument_at_both_sides_of_its_bound():
+    """check_n_ranks's contract, "<name> must be an integer >= 1, got <value>", with the argument's own name:
+    0 is refused and 1 accepted for ranks_per_node (Topology) and n_ranks (from_nodes); the launch latency is read
+    by parse_decimal under the name "launch latency" and must be >= 0 s (0 accepted, -1/10 refused)."""
+    with pytest.raises(ValueError, match=r"^ranks_per_node must be an integer >= 1, got 0$"):
+        Topology(4, 0)
+    assert Topology(4, 1).ranks_per_node == 1
+    with pytest.raises(ValueError, match=r"^n_ranks must be an integer >= 1, got 0$"):
+        Topology.from_nodes(0, 1)
+    assert Topology.from_nodes(1, 1).n_ranks == 1
+    with pytest.raises(TypeError, match=r"^launch latency must be an int"):
+        Topology(4, 2, launch=0.5)
+    with pytest.raises(ValueError, match=r"^launch latency must be >= 0 s; got -1/10$"):
+        Topology(4, 2, launch=Fraction(-1, 10))
+    assert Topology(4, 2, launch=0).launch == 0
+
+
+def test_topology_keeps_python_ints_and_from_nodes_passes_the_links_on():
+    """numpy integers are accepted and stored as Python ints (ringemu.checks: "returned as Python ints, so that
+    counts stay exact"); from_nodes hands its keyword links, contention and launch to the Topology unchanged."""
+    t = Topology(np.int64(4), np.int64(2))
+    assert type(t.n_ranks) is int and type(t.ranks_per_node) is int and (t.n_ranks, t.ranks_per_node) == (4, 2)
+    a, b = LinkClass("a", 3, 1), LinkClass("b", 2, 5)
+    t = Topology.from_nodes(4, 2, intra=a, inter=b, contention="link", launch="0.5")
+    assert (t.ranks_per_node, t.intra, t.inter, t.contention, t.launch) == (2, a, b, "link", Fraction(1, 2))
+
+
+def test_classes_with_two_ranks_per_node_and_the_latency_tie_break():
+    """classes(): intra whenever a node holds more than one rank (2 is enough), inter whenever there are several
+    nodes; slowest(): least bandwidth, and on a bandwidth tie the larger latency, whichever class it is."""
+    assert Topology.from_nodes(4, 2).classes() == (NVLINK, INFINIBAND)
+    assert Topology(2, 2).classes() == (NVLINK,)
+    quick, laggy = LinkClass("quick", 10, 1), LinkClass("laggy", 10, 2)
+    assert Topology(4, 2, intra=quick, inter=laggy).slowest() is laggy
+    assert Topology(4, 2, intra=laggy, inter=quick).slowest() is laggy
+
+
+def test_two_ranks_per_node_price_intra_links_on_the_intra_class():
+    """Ring all-reduce on 2 nodes of 2 ranks: links 0->1 and 2->3 stay inside a node, 1->2 and 3->0 leave it. With
+    the intra class the slower one (1 B/s against 100 B/s, α = 0) every step lasts one 8 B chunk (8 fp32 per rank,
+    4 chunks of 2) at 1 B/s = 8 s, 6 steps: 48 s. Bytes: 4 links × 6 chunks × 8 B = 192, half on each class; with
+    one class for both the two halves add up under its name."""
+    slow, fast = LinkClass("slow", 1), LinkClass("fast", 100)
+    ledger = count_algorithm(ALL_REDUCE, RING, 4, 8, "fp32")
+    assert modelled_time(ledger, Topology(4, 2, intra=slow, inter=fast)) == 48
+    assert bytes_per_class(ledger, Topology(4, 2, intra=slow, inter=fast)) == {"slow": 96, "fast": 96}
+    assert bytes_per_class(ledger, Topology(4, 2, intra=slow, inter=slow)) == {"slow": 192}
+    assert LinkProfile(ledger.records[0].schedule, Topology(4, 2, intra=slow, inter=slow)).class_bytes(8) == \
+        {"slow": 192}
+
+
+@pytest.mark.parametrize("contention", ["link", "port"])
+def test_unsigned_weights_are_counted_as_exact_integers(contention):
+    """LinkProfile takes weights as any integer array (here uint64): step 0, rank 0 sends chunks of 3 and 4
+    elements to rank 1, one message of 7 elements; at 2 B per element and 1 B/s that is 14 s, 14 B."""
+    table = np.array([[0, 0, 1, 0, COPY], [0, 0, 1, 1, COPY]], dtype=np.int64)
+    schedule = Schedule("hand", 2, 2, 1, table, "all", "all")
+    profile = LinkProfile(schedule, uniform(2, 0, 1, contention), np.array([3, 4], dtype=np.uint64))
+    assert profile.messages == 1 and profile.seconds(2) == 14 and profile.class_bytes(2) == {"link": 14}
+
+
+def test_a_schedule_without_transfers_has_no_steps_to_price():
+    """One rank sends nothing: no message, no step shape (step_shapes lists the shapes of steps that move data),
+    0 s and 0 B."""
+    profile = LinkProfile(algorithms.build(ALL_REDUCE, 1), Topology(1, 1))
+    assert (profile.messages, profile.step_shapes, profile.seconds(8)) == (0, [], 0)
+    assert profile.class_bytes(8) == {"NVLink": 0, "InfiniBand": 0}
+
+
+def test_ledger_and_topology_type_errors_name_what_was_given():
+    """The model refuses a ledger that is not a CommLedger and a topology that is not a Topology with a TypeError
+    naming the type given (its messages). The topology is an object with the links a Topology has, so that the
+    check itself is what speaks (link_model reads .intra/.inter before the check: a str fails with AttributeError)."""
+    from types import SimpleNamespace
+    with pytest.raises(TypeError, match=r"^ledger must be a CommLedger; got str$"):
+        modelled_time("ledger", Topology(2, 1))
+    look_alike = SimpleNamespace(n_ranks=2, intra=NVLINK, inter=INFINIBAND)
+    with pytest.raises(TypeError, match=r"^topology must be a Topology; got SimpleNamespace$"):
+        modelled_time(CommLedger(), look_alike)
+
+
+def test_records_add_up_and_each_pays_the_launch_latency_once():
+    """link_model's doc: records run one after another, so messages, bytes and seconds add up, and each record
+    with a message pays Topology.launch once ("no message, no launch"). By hand, one node of 4 ranks on a class of
+    8 B/s, α = 0, launch 1/2 s: ring all-reduce of 8 fp32 (chunks of 8 B) is 6 steps of 1 s, 24 messages; ring
+    all-gather of 2 fp32 shards is 3 steps of 1 s, 12 messages; 36 chunks of 8 B in all."""
+    import ringemu
+    link = LinkClass("L", 8)
+    topology = Topology(4, 4, intra=link, inter=link, launch=Fraction(1, 2))
+    ledger = CommLedger()
+    ringemu.all_reduce(np.ones((4, 8), np.float32), ledger=ledger, label="a")
+    ringemu.all_gather([np.ones(2, np.float32)] * 4, ledger=ledger, label="b")
+    assert link_model(ledger, topology) == type(link_model(ledger, topology))(36, {"L": 36 * 8}, Fraction(10))
+    assert modelled_time(ledger, topology, "a") == Fraction(13, 2) and messages(ledger, topology, "b") == 12
+    lone = Topology(1, 1, launch=Fraction(1, 2))
+    assert modelled_time(count_algorithm(ALL_REDUCE, RING, 1, 10, "fp32"), lone) == 0

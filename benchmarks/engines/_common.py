@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,13 @@ def engine_tool(name: str, tool: str) -> Path | None:
     """An executable of the engine's venv (``mpirun``, ``mpiexec``), or None."""
     path = DEFAULT_ENGINE_ROOT / name / "bin" / tool
     return path if path.exists() else (Path(shutil.which(tool)) if name == "" and shutil.which(tool) else None)
+
+
+def venv_version(name: str, distribution: str) -> str:
+    """The installed version of ``distribution`` in the engine's venv (``importlib.metadata``), e.g. '5.0.11'."""
+    done = subprocess.run([str(engine_python(name)), "-c", "import importlib.metadata as m, sys; "
+                           "print(m.version(sys.argv[1]))", distribution], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 def inputs(n_ranks: int, numel: int, dtype, seed: int = 0) -> np.ndarray:

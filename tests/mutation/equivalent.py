@@ -108,4 +108,83 @@ EQUIVALENT = {
     **{f"zero_stages.step_guard.xǁStepGuardǁstate__mutmut_{k}": "np.array copies by default: copy=True changes nothing"
        for k in (7, 14, 21, 28)},
     "zero_stages.job.xǁJobǁinit_unit__mutmut_8": "flags.writeable = None sets it False, as False does",
+    # compare-topology (reviewed survivors of the first rerun)
+    'ringemu.compare.x_compare__mutmut_39':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_40':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_41':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_42':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_43':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_44':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_45':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_46':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_47':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_48':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_49':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_50':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_compare__mutmut_51':
+        'the fallback after the loop is unreachable: ring (the default algorithm) supports every N, so the loop always sets bus_factor',
+    'ringemu.compare.x_sweep_sizes__mutmut_5':
+        "check_numel's default name is 'numel', the value dropped",
+    'ringemu.compare.x_sweep_sizes__mutmut_16':
+        'max(top, 2).bit_length() differs only for top in {0, 1}, where the filter 1 << k <= top leaves the same list',
+    'ringemu.compare.x_sweep_sizes__mutmut_17':
+        '1 << k <= top holds for every k < top.bit_length() when top >= 1, and 1 >> 0 == 1 << 0',
+    'ringemu.compare.x_sweep_sizes__mutmut_19':
+        "a power-of-two top dropped by '<' is appended again, in the same last place, by the final 'top not in sizes'",
+    'ringemu.compare.x_sweep_sizes__mutmut_26':
+        "top = 1 is already in sizes ([1]): 'top > 1' and 'top > 0' append the same",
+    'ringemu.compare.x_sweep__mutmut_47':
+        "the throwaway ledger's label is never read (only records[0].layout and itemsize are)",
+    'ringemu.topology.xǁTopologyǁ__post_init____mutmut_5':
+        "check_n_ranks's default name is 'n_ranks', the value dropped",
+    'ringemu.topology.xǁTopologyǁfrom_nodes__mutmut_5':
+        "check_n_ranks's default name is 'n_ranks', the value dropped",
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_11':
+        'per_node >= 1 (checked by Topology), and a // 1 != b // 1 is a != b',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_15':
+        'per_node >= 1 (checked by Topology), and a // 1 != b // 1 is a != b',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_58':
+        'per_node >= 1 (checked by Topology), and a // 1 != b // 1 is a != b',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_62':
+        'per_node >= 1 (checked by Topology), and a // 1 != b // 1 is a != b',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_91':
+        'link_chunks is already int64 (np.diff of int64 indices, or reduceat of int64 weights)',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_93':
+        'link_chunks is already int64 (np.diff of int64 indices, or reduceat of int64 weights)',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_103':
+        'with no links the rows are an empty array whatever its dtype or unique-axis: rows.tolist() is []',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_111':
+        'with no links the rows are an empty array whatever its dtype or unique-axis: rows.tolist() is []',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_113':
+        'with no links the rows are an empty array whatever its dtype or unique-axis: rows.tolist() is []',
+    'ringemu.topology.xǁLinkProfileǁ__init____mutmut_115':
+        'with no links the rows are an empty array whatever its dtype or unique-axis: rows.tolist() is []',
+    'ringemu.topology.x__counts__mutmut_1':
+        'a stable sort of sorted keys is the identity, and equal keys are merged by an order-free integer sum',
+    'ringemu.topology.x__counts__mutmut_3':
+        'a stable sort of sorted keys is the identity, and equal keys are merged by an order-free integer sum',
+    'ringemu.topology.x__counts__mutmut_5':
+        'a stable sort of sorted keys is the identity, and equal keys are merged by an order-free integer sum',
+    'ringemu.topology.x__counts__mutmut_10':
+        'a stable sort of sorted keys is the identity, and equal keys are merged by an order-free integer sum',
+    'ringemu.topology.x__counts__mutmut_12':
+        'a stable sort of sorted keys is the identity, and equal keys are merged by an order-free integer sum',
+    'ringemu.topology.x__counts__mutmut_14':
+        'a stable sort of sorted keys is the identity, and equal keys are merged by an order-free integer sum',
+    'ringemu.topology.x_link_model__mutmut_20':
+        'wire_elements() is already int64, and LinkProfile casts its weights to int64 itself',
+    'ringemu.topology.x_link_model__mutmut_22':
+        'wire_elements() is already int64, and LinkProfile casts its weights to int64 itself',
 }

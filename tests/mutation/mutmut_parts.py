@@ -34,8 +34,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["PARTS", "run_part", "main"]
 
+# the orders' own tests, and the engines' recorded bits (benchmarks/results/engine_records.json) replayed
 _ORDER_TESTS = ["tests/test_ompi_orders.py", "tests/test_mpich_orders.py", "tests/test_gloo_xla_orders.py",
-                "tests/test_algorithms.py", "tests/test_algorithms_oracle.py"]
+                "tests/test_algorithms.py", "tests/test_algorithms_oracle.py", "tests/test_engine_records.py",
+                "tests/test_nccl_tree.py", "tests/test_registry_contracts.py"]
 
 # part -> (files mutated, test files run); the tests are those that exercise the files, as a person would pick them
 PARTS = {
