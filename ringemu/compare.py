@@ -9,9 +9,10 @@ busbw follows nccl-tests (doc/PERFORMANCE.md): algbw = S / time, busbw = algbw Ã
 factor, which nccl-tests defines as the ring's traffic per rank over S (2(N-1)/N for all-reduce); here F is read
 from the ledger of the catalog's default algorithm, so busbw compares algorithms against one yardstick.
 
-:func:`sweep` evaluates every algorithm over a range of buffer sizes and locates, by bisection on the integer
-size, each S at which the fastest algorithm changes (latency-bound algorithms win small buffers, bandwidth-bound
-ones large buffers).
+:func:`sweep` evaluates every algorithm over a range of buffer sizes and, between each two neighbouring sizes whose
+fastest algorithms differ, locates by bisection on the integer size one S at which the fastest algorithm changes
+(latency-bound algorithms win small buffers, bandwidth-bound ones large buffers). Where the winner changes more than
+once between two neighbouring sizes, only one of those changes is found: give finer ``sizes`` to see them all.
 """
 from __future__ import annotations
 
@@ -211,8 +212,9 @@ def sweep_sizes(max_numel: int) -> list[int]:
 
 
 def sweep(collective: str, topology: Topology, sizes, dtype) -> Sweep:
-    """Modelled time of every runnable algorithm at each size in ``sizes`` (elements per rank), and every place
-    where the fastest one changes between neighbouring sizes, narrowed by bisection to adjacent integers."""
+    """Modelled time of every runnable algorithm at each size in ``sizes`` (elements per rank) and, for each two
+    neighbouring sizes with different winners, one place where the fastest one changes, narrowed by bisection to
+    adjacent integers (one per pair: a pair whose winner changes several times shows one of the changes)."""
     name_of_dtype, dt = _check(collective, topology, dtype)
     sizes = sorted({check_numel(s) for s in sizes})
     runnable, refused = _runnable(collective, topology.n_ranks)

@@ -275,8 +275,9 @@ class LinkModel:
 def link_model(ledger: CommLedger, topology: Topology, label=None) -> LinkModel:
     """Walk each selected record's schedule once (:class:`LinkProfile`) and price it at the record's chunk size;
     records run one after another, so messages, bytes and seconds add up."""
+    records = _records(ledger, topology, label)  # the type checks come before any attribute is read
     count, per_class, seconds = 0, {c.name: 0 for c in (topology.intra, topology.inter)}, Fraction(0)
-    for rec in _records(ledger, topology, label):
+    for rec in records:
         if rec.layout.pads_on_wire:
             profile, chunk_bytes = LinkProfile(rec.schedule, topology), rec.layout.chunk_size * rec.itemsize
         else:  # an engine's partition: each transfer carries its chunk's own length

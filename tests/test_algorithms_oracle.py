@@ -16,6 +16,10 @@ from ringemu.algorithms import COLLECTIVES, REGISTRY, default_ranks_per_node, na
 from ringemu.dtypes import resolve_dtype
 from ringemu.execute import MODES
 from strategies import buffer_sizes, dtype_names, integer_worlds, seeds
+import pytest
+from ringemu.algorithms import algorithm, build
+from ringemu.provenance import check_provenance
+from ringemu.schedule import ADD, COPY
 
 # the textbook orders, each for every collective (engine orders cut by size: tests/test_engines.py and their own)
 ALGORITHMS = tuple(a for a in names("all-reduce")
@@ -223,3 +227,160 @@ def test_staged_exchange_kernels_match_the_reference_for_any_tile_and_thread_cou
         run_schedule(schedule, got, mode, tile=tile, threads=threads)
         assert_bits(got, want)
     assert_bits(want[0], oracle_all_reduce("recursive-doubling", world, 1))
+
+
+# Open MPI 5.0's all-reduce orders (ompi:*), as message lists: independent transcriptions of the per-rank loops of
+# open-mpi/ompi v5.0.10 ompi/mca/coll/base/coll_base_allreduce.c, in Python ints, one (src, dst, lo, hi, op)
+# message per receive (op: how the receiver applies it). Their bits follow from these messages; the boundaries
+# (bytes per message) only show here, since every cut gives the same additions per element.
+
+def ompi_ring_messages(n, count):
+    """ompi_coll_base_allreduce_intra_ring: COLL_BASE_COMPUTE_BLOCKCOUNT blocks; reduce-scatter step s: rank r
+    sends block (r - s) to r + 1, which reduces it; distribution step k: r sends block (r + 1 - k)."""
+    if n > 1 and count < n:  # "count less than size - use recursive doubling" (after the size == 1 return)
+        return ompi_recursive_doubling_messages(n, count)
+    split, late = count % n, count // n
+    early = late + 1 if split else late
+    def block(b):
+        return (b * early, (b + 1) * early) if b < split else (b * late + split, (b + 1) * late + split)
+    return ([[(r, (r + 1) % n, *block((r - s) % n), ADD) for r in range(n)] for s in range(n - 1)]
+            + [[(r, (r + 1) % n, *block((r + 1 - k) % n), COPY) for r in range(n)] for k in range(n - 1)])
+
+
+def ompi_recursive_doubling_messages(n, count):
+    """..._intra_recursivedoubling: even r < 2·extra sends all to r + 1; exchanges at distance 1, 2, ... between
+    newranks (remote = 2·newremote + 1 below extra, else newremote + extra), both reduce; odd r sends back."""
+    p = 1 << (n.bit_length() - 1)
+    extra = n - p
+    real = [2 * v + 1 if v < extra else v + extra for v in range(p)]
+    steps = [[(e, e + 1, 0, count, ADD) for e in range(0, 2 * extra, 2)]]
+    steps += [[(real[v ^ d], real[v], 0, count, ADD) for v in range(p)] for d in (1 << k for k in range(30)) if d < p]
+    return steps + [[(e + 1, e, 0, count, COPY) for e in range(0, 2 * extra, 2)]]
+
+
+def ompi_basic_linear_messages(n, count):
+    """..._intra_basic_linear as ringemu books it (ompi_allreduce.py doc): coll_base_reduce.c's linear reduce
+    x0 + (x1 + (... + x[N-1])) gathered on rank N-1 from N-2 down to 1, then rank 0 adds it; a linear bcast."""
+    if n == 1:
+        return []
+    whole = (0, count)
+    reduce = [[(1, 0, *whole, ADD)]] if n == 2 else [[(k, n - 1, *whole, ADD) for k in range(n - 2, 0, -1)],
+                                                     [(n - 1, 0, *whole, ADD)]]
+    return reduce + [[(0, k, *whole, COPY) for k in range(1, n)]]
+
+
+def ompi_rabenseifner_messages(n, count):
+    """..._intra_redscat_allgather: count < nprocs_pof2 runs basic linear; fold by halves (count / 2) onto the even
+    ranks; halving with rank < dest receiving the left wsize / 2; doubling back in reverse; even ranks send on."""
+    p = 1 << (n.bit_length() - 1)
+    if count < p:
+        return ompi_basic_linear_messages(n, count)
+    rem = n - p
+    steps = []
+    if rem:
+        lh = count // 2
+        steps.append([m for e in range(0, 2 * rem, 2) for m in ((e + 1, e, 0, lh, ADD), (e, e + 1, lh, count, ADD))])
+        steps.append([(e + 1, e, lh, count, COPY) for e in range(0, 2 * rem, 2)])
+    real = [2 * v if v < rem else v + rem for v in range(p)]
+    windows = []  # per vrank, per step: (rindex, rcount, sindex, scount), the C arrays
+    for v in range(p):
+        rindex = sindex = 0
+        wsize, rows, mask = count, [], 1
+        while mask < p:
+            if real[v] < real[v ^ mask]:
+                rcount = wsize // 2
+                scount = wsize - rcount
+                sindex = rindex + rcount
+            else:
+                scount = wsize // 2
+                rcount = wsize - scount
+                rindex = sindex + scount
+            rows.append((rindex, rcount, sindex, scount))
+            sindex, wsize, mask = rindex, rcount, mask << 1
+        windows.append(rows)
+    k_steps = p.bit_length() - 1
+    for k in range(k_steps):  # receive rcount at rindex from vdest, reduce
+        steps.append([(real[v ^ 1 << k], real[v], w[k][0], w[k][0] + w[k][1], ADD) for v, w in enumerate(windows)])
+    for k in reversed(range(k_steps)):  # receive scount at sindex from vdest, a copy
+        steps.append([(real[v ^ 1 << k], real[v], w[k][2], w[k][2] + w[k][3], COPY) for v, w in enumerate(windows)])
+    return steps + ([[(e, e + 1, 0, count, COPY) for e in range(0, 2 * rem, 2)]] if rem else [])
+
+
+OMPI_ORACLES = {"ompi:ring": ompi_ring_messages, "ompi:segmented-ring": ompi_ring_messages,
+                "ompi:recursive-doubling": ompi_recursive_doubling_messages,
+                "ompi:rabenseifner": ompi_rabenseifner_messages, "ompi:basic-linear": ompi_basic_linear_messages}
+
+
+def _by_receiver(steps):
+    """Empty messages and steps dropped (0 bytes: no message); within a step messages ordered by receiver, keeping
+    the order of several into one receiver (that order is the order of its additions)."""
+    kept = [[m for m in step if m[3] > m[2]] for step in steps]
+    return [sorted(step, key=lambda m: m[1]) for step in kept if step]
+
+
+def schedule_messages(schedule):
+    """The schedule's rows as messages: consecutive rows of one (step, src, dst, op) over adjacent chunks merged."""
+    b = schedule.partition
+    steps = [[] for _ in range(schedule.n_steps)]
+    for step, src, dst, c, op in schedule.table.tolist():
+        last = steps[step][-1] if steps[step] else None
+        if last and last[:2] == (src, dst) and last[4] == op and last[3] == b[c]:
+            steps[step][-1] = (src, dst, last[2], b[c + 1], op)
+        else:
+            steps[step].append((src, dst, b[c], b[c + 1], op))
+    return _by_receiver(steps)
+
+
+@pytest.mark.parametrize("name", sorted(OMPI_ORACLES))
+def test_ompi_orders_send_the_element_ranges_of_coll_base_allreduce(name):
+    # Property: every Open MPI order sends, step by step, exactly the element ranges its C loop sends
+    for n in range(1, 13):
+        for numel in sorted({1, 2, 3, n - 1, n, n + 1, 2 * n + 3, 37, 64, 101} - {0}):
+            schedule = build("all-reduce", n, name, numel=numel, itemsize=4)
+            assert schedule_messages(schedule) == _by_receiver(OMPI_ORACLES[name](n, numel)), (n, numel)
+
+
+def test_ompi_rabenseifner_windows_stay_exact_past_two_to_the_53():
+    # Property: the halving's windows are C ints, exact for any S (float64 would round S / 2 = 2^55 + 1.5 and
+    # 2^55 + 1): S = 2^56 + 3 on 3 ranks is cut at S / 2 = 2^55 + 1 (fold, halving and doubling alike)
+    numel = 2 ** 56 + 3
+    schedule = build("all-reduce", 3, "ompi:rabenseifner", numel=numel, itemsize=4)
+    assert schedule.partition == (0, 2 ** 55 + 1, numel)
+    assert schedule_messages(schedule) == _by_receiver(ompi_rabenseifner_messages(3, numel))
+
+
+def test_ompi_ring_on_one_rank_returns_before_the_count_check():
+    # Property (intra_ring: "Special case for size == 1" returns before "count less than size"): one rank never
+    # falls back to recursive doubling, even for count 0
+    for numel in (0, 1, 5):
+        s = build("all-reduce", 1, "ompi:ring", numel=numel, itemsize=4)
+        assert (s.name, s.n_steps, s.partition) == ("ompi_ring_all_reduce", 0, (0, numel))
+
+
+def test_ompi_nonoverlapping_reduce_follows_tuned_fixed_rules():
+    # Property (coll_tuned_decision_fixed.c ompi_coll_tuned_reduce_intra_dec_fixed, commutative): 1000 elements of
+    # the default 4 B are 4000 B < 4096 on 4 ranks: binary (4); build_tree(2) from 0: 0 <- 1, 2 and 1 <- 3
+    from ringemu.algorithms.ompi_allreduce import ompi_nonoverlapping
+    assert schedule_messages(ompi_nonoverlapping(4, numel=1000)) == [
+        [(3, 1, 0, 1000, ADD)], [(1, 0, 0, 1000, ADD), (2, 0, 0, 1000, ADD)],
+        [(0, 1, 0, 1000, COPY), (0, 2, 0, 1000, COPY), (0, 3, 0, 1000, COPY)]]
+    # under 8 B on N < 4 the rules pick reduce's rabenseifner (7), which is not modelled (count >= pof2): refused
+    with pytest.raises(ValueError, match="not modelled"):
+        build("all-reduce", 2, "ompi:nonoverlapping", numel=2, itemsize=2)
+    # the rules are transcribed for N < 32 only: the entry says so instead of building
+    entry = algorithm("all-reduce", "ompi:nonoverlapping")
+    assert entry.unsupported(31) is None and "32" in entry.unsupported(32)
+
+
+def test_ompi_orders_on_an_empty_buffer_keep_their_steps_over_one_empty_chunk():
+    # Property (ompi_common.py doc; MPI returns before any message for count 0): the postcondition holds
+    # symbolically at 0 bytes; nonoverlapping books the linear reduce then the bcast there (as basic linear)
+    for name in ("ompi:ring", "ompi:recursive-doubling", "ompi:rabenseifner", "ompi:basic-linear",
+                 "ompi:nonoverlapping"):
+        for n in range(1, 10):
+            check_provenance(build("all-reduce", n, name, numel=0, itemsize=4))
+    for n in (2, 3, 4, 5):  # N = 4: (0, 2 -> 3), (0, 1 -> 3), (1, 3 -> 0), (2, 0 -> 1), (2, 0 -> 2), (2, 0 -> 3)
+        want = [(k, m[0], m[1], m[4]) for k, step in enumerate(ompi_basic_linear_messages(n, 0)) for m in step]
+        for name in ("ompi:nonoverlapping", "ompi:basic-linear"):
+            s = build("all-reduce", n, name, numel=0, itemsize=4)
+            assert s.partition == (0, 0) and [tuple(r) for r in s.table[:, [0, 1, 2, 4]].tolist()] == want

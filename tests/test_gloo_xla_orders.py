@@ -232,3 +232,38 @@ def test_xla_all_reduce_on_3_ranks_worked_by_hand():
     assert [tuple(r) for r in s.table.tolist()] == [
         (0, 1, 0, 0, ADD), (0, 2, 0, 0, ADD), (0, 1, 0, 1, ADD), (0, 2, 0, 1, ADD),
         (1, 0, 1, 0, COPY), (1, 0, 2, 0, COPY), (1, 0, 1, 1, COPY), (1, 0, 2, 1, COPY)]
+
+
+def test_gloo_segments_follow_allreduce_cc_for_tiny_caps_and_huge_buffers():
+    """gloo/allreduce.cc ring(), in size_t: maxSegmentBytes = elementSize * max(1, maxSegmentSize / elementSize),
+    numSegments = roundUp(max(ceil(totalBytes / maxSegmentBytes), 2N), N), segmentBytes = roundUp(ceil(totalBytes
+    / numSegments), elementSize); (segments, segments per rank, segment bytes), exact at any size."""
+    from ringemu.algorithms.gloo import gloo_segments
+    # a 4 B cap, fp32: one element a segment; 40 B -> 10 segments (>= 2N = 4, N | 10), 5 per rank, 4 B each
+    assert gloo_segments(2, 10, 4, max_segment_bytes=4) == (10, 5, 4)
+    # a cap under one element (3 B, fp64): max(1, 3 / 8) keeps one element, 8 B; 80 B -> 10 segments of 8 B
+    assert gloo_segments(2, 10, 8, max_segment_bytes=3) == (10, 5, 8)
+    # 3 ranks, 3·2^56 + 4 B under a 2^62 B cap: 2N = 6 segments of ceil((3·2^56 + 4) / 6) = 2^55 + 1 -> 2^55 + 4 B
+    got = gloo_segments(3, 3 * 2 ** 54 + 1, 4, max_segment_bytes=2 ** 62)
+    assert got == (6, 2, 2 ** 55 + 4) and all(type(v) is int for v in got)
+
+
+@pytest.mark.parametrize("numel", [1, 10, 4003, 5_000_003])
+def test_gloo_on_one_rank_is_one_chunk_and_no_message(numel):
+    """gloo/allreduce.cc allreduce(): "Simple circuit if there is only a single process": context->size == 1
+    reduces the local inputs and returns before ring() cuts any segment, so one chunk and nothing sent."""
+    for itemsize in (2, 4):
+        for collective in ("all-reduce", "reduce-scatter"):
+            s = build(collective, 1, "gloo:ring", numel=numel, itemsize=itemsize)
+            assert s.partition == (0, numel) and s.n_steps == 0 and s.n_transfers == 0, (collective, itemsize)
+
+
+def test_gloo_all_gather_bounds_stay_exact_integers_past_two_to_the_53():
+    """Size-only counting takes any S (DESIGN.md: counts are exact ints): S = 2^56 + 3 on 2 ranks has shards of
+    ceil(S/2) = 2^55 + 2 and 2^55 + 1 elements, cut at len // 2 (gloo/allgather.cc, module doc): 2^54 + 1 | 2^54 + 1
+    and 2^54 | 2^54 + 1; float64 bounds would round these. Step i: rank r sends half i & 1 of its own block."""
+    from ringemu.schedule import COPY
+    s = build("all-gather", 2, "gloo:ring", numel=2 ** 56 + 3, itemsize=4)
+    assert s.partition == (0, 2 ** 54 + 1, 2 ** 55 + 2, 2 ** 55 + 2 ** 54 + 2, 2 ** 56 + 3)
+    assert sorted(map(tuple, s.table.tolist())) == [(0, 0, 1, 0, COPY), (0, 1, 0, 2, COPY),
+                                                   (1, 0, 1, 1, COPY), (1, 1, 0, 3, COPY)]

@@ -177,3 +177,134 @@ def test_tree_formula_typed_from_its_docstring():
     a, b, s = Fraction(7), Fraction(1, 3), 8192
     for n, log in ((1, 0), (2, 1), (4, 2), (5, 3), (8, 3), (9, 4)):
         assert algorithms.cost("all-reduce", "mpich:tree", n, s, a, b) == 2 * log * (a + s * b), n
+
+
+def _rows(schedule):
+    """The schedule's rows as a sorted list of (step, src, dst, chunk, op)."""
+    return sorted(tuple(int(v) for v in row) for row in schedule.table)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 7])
+def test_brucks_receives_from_r_plus_pof2_and_only_the_remainder_at_the_last_step(n):
+    """allgather_intra_brucks.c 58-90: while pof2 <= N/2 rank r receives pof2 blocks r+pof2 .. from r+pof2; then,
+    for N not a power of two, N - pof2 blocks (not pof2) from r+pof2: N-1 blocks per rank in all, all copies."""
+    from ringemu.schedule import COPY
+    want, step, pof2 = [], 0, 1
+    while pof2 <= n // 2:
+        want += [(step, (r + pof2) % n, r, (r + pof2 + b) % n, COPY) for r in range(n) for b in range(pof2)]
+        step, pof2 = step + 1, pof2 * 2
+    want += [(step, (r + pof2) % n, r, (r + pof2 + b) % n, COPY) for r in range(n) for b in range(n - pof2)]
+    schedule = algorithms.build("all-gather", n, "mpich:brucks", numel=3 * n)
+    assert _rows(schedule) == sorted(want) and schedule.partition == tuple(range(0, 3 * n + 1, 3))
+    ledger = CommLedger()
+    ringemu.all_gather(VirtualBuffer((n, 3 * n), "float32"), algorithm="mpich:brucks", ledger=ledger)
+    assert [t.sent.bytes for t in ledger.per_rank()] == [4 * 3 * (n - 1)] * n
+
+
+@pytest.mark.parametrize("n, numel, want", [(4, 5, [32, 28, 32, 28]), (6, 5, [20, 52, 20, 48, 32, 28])])
+def test_rabenseifner_lower_rank_keeps_the_lower_half_bytes_per_rank(n, numel, want):
+    """allreduce_intra_reduce_scatter_allgather.c 129-239, worked by hand: cnts = [2, 1, 1, 1] for S = 5, p = 4;
+    new rank j sends S - |H_j| + |H_j| - |Q_j| + |Q_j| + |H_j| = S + |H_j| elements, with H_j the half it keeps
+    (newrank < newdst keeps the lower one: 3 elements for j = 0, 2; 2 for j = 1, 3); for N = 6 even ranks 0, 2 fold
+    their S into 1, 3 and 1, 3 send the S back; fp32."""
+    ledger = CommLedger()
+    ringemu.all_reduce(VirtualBuffer((n, numel), "float32"), algorithm="mpich:reduce-scatter-allgather",
+                       ledger=ledger)
+    assert [t.sent.bytes for t in ledger.per_rank()] == want
+
+
+def test_recursive_doubling_reduce_scatter_exchanges_with_r_xor_mask_on_nine_ranks():
+    """reduce_scatter_block_intra_recursive_doubling.c 78-203 for N = 9: at mask 1, 2, 4 every rank r < 8 gets from
+    dst = r ^ mask the blocks outside [dst_tree_root, dst_tree_root + mask) (rank 8 has no partner, and no rank of
+    its subtree has data to forward); at mask 8 ranks 0 and 8 exchange and rank 0 forwards 8's blocks 0..7 to
+    1..7, which the module doc models as sent by 8 itself."""
+    from ringemu.schedule import ADD
+    n, want = 9, []
+    for i in range(3):
+        mask = 1 << i
+        for r in range(8):
+            root = ((r ^ mask) >> i) << i
+            want += [(i, r ^ mask, r, b, ADD) for b in range(n) if not root <= b < root + mask]
+    want += [(3, 8, r, b, ADD) for r in range(8) for b in range(8)] + [(3, 0, 8, 8, ADD)]
+    assert _rows(algorithms.build("reduce-scatter", n, "mpich:recursive-doubling", numel=2 * n)) == sorted(want)
+
+
+def test_knomial_tree_children_follow_treeutil_for_k_2_and_3():
+    """treeutil.c, MPII_Treeutil_tree_knomial_1_init, worked by hand: maxstep = number of base-k digits of N-1;
+    a node found at step s gets children crank = r+1, += k^(maxstep-i-1) for i = s .. maxstep-1, j = 1 .. k-1."""
+    from ringemu.algorithms.mpich_allreduce import knomial_tree
+    assert knomial_tree(8) == [[1, 5, 7], [2, 4], [3], [], [], [6], [], []]
+    assert knomial_tree(9, 3) == [[1, 4, 7, 8], [2, 3], [], [], [5, 6], [], [], [], []]
+    assert knomial_tree(5, 3) == [[1, 4], [2, 3], [], [], []]
+
+
+def test_the_exchange_flag_says_whether_a_rank_sends_a_chunk_it_receives_in_the_same_step():
+    # Schedule.exchange (and _mpich._is_exchange's doc): True exactly when, in some step, some (rank, chunk) is
+    # both a source and a destination; the oracle reads the rows directly (N = 1 moves nothing: left out)
+    for c, name in ENTRIES:
+        for n in range(2, 13):
+            schedule = algorithms.build(c, n, name, numel=3 * n + 1 if c == "all-reduce" else 3 * n, itemsize=4)
+            sent, received = set(), set()
+            for step, src, dst, chunk, _ in schedule.table.tolist():
+                sent.add((step, src, chunk))
+                received.add((step, dst, chunk))
+            assert schedule.exchange == bool(sent & received), (c, name, n)
+
+
+def test_the_automatic_choices_switch_exactly_at_generic_json_thresholds():
+    # maint/tuning/coll/mpir/generic.json (5.0.x): allreduce avg_msg_size<=8 or count<pow2 -> recursive doubling;
+    # allgather comm_size=pow2 total_msg_size<524288 -> recursive doubling, comm_size=any total<81920 -> brucks
+    def name(c, n, numel, itemsize=4):
+        return algorithms.build(c, n, "mpich:default", numel=numel, itemsize=itemsize).name
+    rd, rsag = "mpich_recursive_doubling_all_reduce", "mpich_rsag_all_reduce"
+    assert name("all-reduce", 2, 2) == rd and name("all-reduce", 2, 1, 8) == rd  # 8 B, count >= pof2
+    assert name("all-reduce", 2, 3) == rsag and name("all-reduce", 2, 4) == rsag  # 12 B, 16 B
+    assert name("all-reduce", 4, 4) == rsag and name("all-reduce", 4, 3, 8) == rd  # count = pof2, count < pof2
+    assert name("all-gather", 4, 131071) == "mpich_recursive_doubling_all_gather"  # 524,284 B
+    assert name("all-gather", 4, 131072) == "mpich_ring_all_gather"  # 524,288 B
+    assert name("all-gather", 5, 20479) == "mpich_brucks_all_gather"  # 81,916 B
+    assert name("all-gather", 5, 20480) == "mpich_ring_all_gather"  # 81,920 B
+    assert algorithms.build("all-gather", 5, "mpich:recursive-doubling", numel=20480, itemsize=4).name == \
+        "mpich_ring_all_gather"
+
+
+def test_the_whole_buffer_doubling_is_one_chunk_of_the_s_elements():
+    """Recursive doubling swaps whole buffers (allreduce_intra_recursive_doubling.c 101-132): the automatic choice
+    and the S < pof2 fallback cut S elements into one chunk, and say which S they were cut for."""
+    defaults = [algorithms.build("all-reduce", n, "mpich:default", numel=s, itemsize=4) for n, s in ((2, 2), (5, 1))]
+    fallbacks = [algorithms.build("all-reduce", n, "mpich:reduce-scatter-allgather", numel=s) for n, s in
+                 ((12, 7), (5, 3), (8, 1))]
+    for schedule, numel in zip(defaults + fallbacks, (2, 1, 7, 3, 1)):
+        assert schedule.n_chunks == 1 and schedule.partition == (0, numel) and schedule.numel == numel
+
+
+def test_the_rules_name_the_entries_they_choose():
+    # _mpich's rules return the catalog name (less "mpich:") of the algorithm generic.json selects
+    from ringemu.algorithms._mpich import all_gather_rule, allreduce_rule, reduce_scatter_rule
+    assert [allreduce_rule(4, s, 4) for s in (2, 3, 4)] == ["recursive-doubling"] * 2 + ["reduce-scatter-allgather"]
+    assert [reduce_scatter_rule(4, s, 4) for s in (131071, 131072)] == ["recursive-halving", "pairwise"]
+    assert [all_gather_rule(6, s, 4) for s in (20479, 20480)] == ["brucks", "ring"]
+    for c, rule in (("all-reduce", allreduce_rule), ("reduce-scatter", reduce_scatter_rule),
+                    ("all-gather", all_gather_rule)):
+        for n, s in ((4, 2), (4, 10 ** 6), (6, 100), (6, 10 ** 6)):
+            assert "mpich:" + rule(n, s, 4) in algorithms.names(c)
+
+
+def test_default_costs_switch_at_the_same_thresholds():
+    """Thakur et al. 2005 §4 formulas (the entries' docstrings) at the thresholds, N = 4 or 5, α = 7, β = 1/3:
+    all-reduce doubling 2(α+Sβ) up to 8 B, else 4α + 2·3/4·Sβ; reduce-scatter halving 2α + 3/4·Sβ below 512 KiB,
+    else pairwise 3α + 3/4·Sβ; all-gather log 2α (N = 4) / 3α (N = 5) + (N-1)/N·Sβ below 512 KiB / 80 KiB, else
+    the ring (N-1)α + (N-1)/N·Sβ."""
+    from fractions import Fraction
+    a, b = Fraction(7), Fraction(1, 3)
+
+    def cost(c, n, s):
+        return algorithms.cost(c, "mpich:default", n, s, a, b)
+    assert cost("all-reduce", 4, 8) == 2 * (a + 8 * b)
+    assert cost("all-reduce", 4, 9) == 4 * a + Fraction(3, 2) * 9 * b
+    assert cost("reduce-scatter", 4, 524287) == 2 * a + Fraction(3, 4) * 524287 * b
+    assert cost("reduce-scatter", 4, 524288) == 3 * a + Fraction(3, 4) * 524288 * b
+    assert cost("all-gather", 4, 524287) == 2 * a + Fraction(3, 4) * 524287 * b
+    assert cost("all-gather", 4, 524288) == 3 * a + Fraction(3, 4) * 524288 * b
+    assert cost("all-gather", 5, 81919) == 3 * a + Fraction(4, 5) * 81919 * b
+    assert cost("all-gather", 5, 81920) == 4 * a + Fraction(4, 5) * 81920 * b

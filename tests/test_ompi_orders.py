@@ -2,6 +2,7 @@
 chunk lengths each rank sends. Bits against the running engine: benchmarks/engines/ompi.py (tests/test_engines.py).
 """
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 import ringemu
@@ -143,3 +144,141 @@ def test_small_buffers_fall_back_as_coll_base_allreduce_does():
         assert build("all-reduce", n, "ompi:rabenseifner", numel=pof2 - 1, itemsize=4).name == \
             "ompi_basic_linear_all_reduce"
         assert build("all-reduce", n, "ompi:rabenseifner", numel=pof2, itemsize=4).name == "ompi_rabenseifner_all_reduce"
+
+
+# coll_tuned_decision_fixed.c (v5.0.10), ompi_coll_tuned_reduce_intra_dec_fixed, commutative branch, typed from the
+# source: (N, total_dsize) -> algorithm id on each side of every bound (1 linear, 2 chain, 3 pipeline, 4 binary,
+# 5 binomial; 7 with too few elements falls back to linear)
+_REDUCE_RULES = [
+    (3, 8, 4), (3, 15, 4), (3, 16, 3), (3, 31, 3), (3, 32, 1), (3, 262143, 1), (3, 262144, 3), (3, 524287, 3),
+    (3, 524288, 2), (3, 1048575, 2), (3, 1048576, 3), (2, 4096, 1),
+    (5, 4095, 4), (5, 4096, 2), (5, 65535, 2), (5, 65536, 5), (5, 262143, 5), (5, 262144, 1), (5, 524287, 1),
+    (5, 524288, 5), (5, 1048575, 5), (5, 1048576, 1), (7, 10 ** 7, 1),
+    (8, 8191, 4), (8, 8192, 5), (15, 10 ** 6, 5), (16, 4095, 4), (16, 4096, 5), (31, 4095, 4), (31, 4096, 5),
+]
+
+
+def test_reduce_decision_follows_the_fixed_rules_on_each_side_of_every_bound():
+    """reduce_algorithm(N, bytes, count) is the id the table above (typed from the engine's source) gives."""
+    from ringemu.algorithms.ompi_reduce import reduce_algorithm
+    for n, nbytes, want in _REDUCE_RULES:
+        assert reduce_algorithm(n, nbytes, nbytes // 4) == want, (n, nbytes)
+
+
+def test_reduce_scatter_gather_choice_falls_back_to_linear_only_below_pof2_elements():
+    """coll_base_reduce.c, ompi_coll_base_reduce_intra_redscat_gather: nprocs_pof2 < 2 or count < nprocs_pof2 runs
+    basic linear (1); otherwise the reduce-scatter-gather itself runs, which is not modelled (refused)."""
+    from ringemu.algorithms.ompi_reduce import reduce_algorithm
+    assert [reduce_algorithm(n, 4, 1) for n in (1, 2, 3)] == [1, 1, 1]  # count 1 < pof2 = 2 (N = 1: pof2 = 1)
+    assert reduce_algorithm(1, 6, 3) == 1
+    for n, nbytes, count in ((2, 4, 2), (3, 6, 3), (3, 7, 7)):  # count >= pof2 = 2
+        with pytest.raises(ValueError, match="reduce-scatter-gather reduce .* is not modelled"):
+            reduce_algorithm(n, nbytes, count)
+
+
+def test_reduce_decision_refuses_32_ranks_and_more():
+    """The commutative fixed rules are transcribed for N < 32 only (ompi_reduce.MAX_RANKS, module doc)."""
+    from ringemu.algorithms.ompi_reduce import reduce_algorithm, tree_children
+    for n in (32, 33):
+        with pytest.raises(ValueError, match=f"modelled for n_ranks < 32; got {n}"):
+            reduce_algorithm(n, 8192, 2048)
+    with pytest.raises(AssertionError, match="no tree for reduce algorithm 1"):
+        tree_children(1, 4)  # linear is no tree (reduce_to_root runs it itself)
+
+
+def test_all_gather_default_reads_one_blocks_bytes_and_runs_two_procs_on_two_ranks():
+    """coll_tuned_decision_fixed.c, ompi_coll_tuned_allgather_intra_dec_fixed: total_dsize = dsize·scount (one
+    block); N == 2: 6 (two procs); 32 <= N < 64: < 1024 B recursive doubling (3), else neighbor exchange (5)."""
+    from ringemu.algorithms.ompi_decision import default_choice
+    assert [default_choice("all-gather", 2, b) for b in (0, 4, 10 ** 7)] == [6, 6, 6]
+    for numel, want in ((32 * 255, "ompi:recursive-doubling"), (32 * 256, "ompi:neighbor-exchange")):  # 1020, 1024 B
+        got = algorithms.build("all-gather", 32, "ompi:default", numel=numel, itemsize=4)
+        assert np.array_equal(got.table, algorithms.build("all-gather", 32, want, numel=numel, itemsize=4).table)
+
+
+def test_all_gather_schedules_are_named_after_the_order_they_run():
+    """Each Open MPI all-gather names its order exactly (what `ringemu trace` shows): ompi_<order>_all_gather, the
+    registry's name with '_' for '-'; a fallback names the order that ran (coll_base_allgather.c: recursive
+    doubling on N not a power of two runs Bruck, neighbor exchange on odd N the ring)."""
+    for order in ("ring", "bruck", "recursive-doubling", "neighbor-exchange"):
+        s = algorithms.build("all-gather", 4, f"ompi:{order}", numel=8, itemsize=4)
+        assert s.name == f"ompi_{order.replace('-', '_')}_all_gather"
+    assert algorithms.build("all-gather", 3, "ompi:recursive-doubling", numel=6, itemsize=4).name == \
+        "ompi_bruck_all_gather"
+    assert algorithms.build("all-gather", 5, "ompi:neighbor-exchange", numel=5, itemsize=4).name == \
+        "ompi_ring_all_gather"
+    from ringemu.algorithms.ompi_allgather import ompi_ag_two_procs
+    assert ompi_ag_two_procs(2, numel=4).name == "ompi_two_procs_all_gather"
+
+
+def test_default_orders_take_fp32_when_no_itemsize_is_given():
+    """Every ompi_default_* builder's itemsize defaults to 4 B (fp32): at sizes where 4 B and 5 B elements fall on
+    either side of a fixed-rule bound (coll_tuned_decision_fixed.c: N < 4 all-reduce 4096 B, reduce-scatter
+    65536 B; 32 <= N < 64 all-gather 1024 B a block) the default is the 4 B choice."""
+    from ringemu.algorithms import ompi_decision as d
+    for builder, n, numel in ((d.ompi_default_all_reduce, 3, 1000), (d.ompi_default_reduce_scatter, 3, 15000),
+                              (d.ompi_default_all_gather, 32, 32 * 255)):
+        four, five = builder(n, numel=numel, itemsize=4), builder(n, numel=numel, itemsize=5)
+        assert not np.array_equal(four.table, five.table) or four.n_steps != five.n_steps  # the bound is crossed
+        assert np.array_equal(builder(n, numel=numel).table, four.table)
+
+
+def test_default_on_two_ranks_is_the_rules_choice_not_the_one_rank_case():
+    """N = 2, 400 B: all-reduce's first row (N < 4) gives recursive doubling (3) from 8 B to 4096 B; 4 B: ring (4).
+    The default builds that order and names itself ompi_default_all_reduce; on one rank it sends nothing."""
+    for numel, order in ((100, "ompi:recursive-doubling"), (1, "ompi:ring")):
+        got = algorithms.build("all-reduce", 2, "ompi:default", numel=numel, itemsize=4)
+        want = algorithms.build("all-reduce", 2, order, numel=numel, itemsize=4)
+        assert got.name == "ompi_default_all_reduce" and np.array_equal(got.table, want.table), order
+    for collective in ("all-reduce", "reduce-scatter", "all-gather"):
+        one = algorithms.build(collective, 1, "ompi:default", numel=10, itemsize=4)
+        assert one.n_steps == 0 and one.name == f"ompi_default_{collective.replace('-', '_')}"
+
+
+def test_default_builds_its_choice_with_the_same_numel_and_itemsize():
+    """ompi:default is the chosen entry called with the caller's numel and itemsize: on an empty buffer the chosen
+    nonoverlapping reduce-scatter's pattern (one element per block, its reduce picked by those bytes) depends on
+    the itemsize, so 1000 B elements must reach it (N = 5, the rule for N < 8 below 8 B)."""
+    for itemsize in (1, 4, 1000):
+        got = algorithms.build("reduce-scatter", 5, "ompi:default", numel=0, itemsize=itemsize)
+        want = algorithms.build("reduce-scatter", 5, "ompi:nonoverlapping", numel=0, itemsize=itemsize)
+        assert np.array_equal(got.table, want.table), itemsize
+
+
+def test_default_costs_nothing_on_one_rank_and_reads_one_block_for_all_gather():
+    """One rank: no message, cost 0. All-gather's rule reads one block, S/N bytes (module doc): N = 32, S = 32000 B
+    is 1000 B a block, recursive doubling (< 1024 B): 5α + 31/32·S·β, not neighbor exchange's 16α + ..."""
+    for collective in ("all-reduce", "reduce-scatter", "all-gather"):
+        assert algorithms.cost(collective, "ompi:default", 1, 4096, 1, 1) == 0
+    assert algorithms.cost("all-gather", "ompi:default", 32, 32000, 1, 0) == 5
+    assert algorithms.cost("all-gather", "ompi:default", 32, 32 * 1024, 1, 0) == 16
+
+
+def test_default_is_refused_from_the_first_n_whose_rules_pick_nonoverlapping():
+    """all-reduce picks nonoverlapping (2) from N = 128 (N < 256 below 131072 B), reduce-scatter (1) from N = 32
+    (N < 64 below 64 B); its reduce is modelled for N < 32 only, so the default is refused from there on."""
+    reason = "the nonoverlapping choice's reduce (tuned's reduce decision) is modelled for N < 32"
+    for collective, first in (("all-reduce", 128), ("reduce-scatter", 32)):
+        unsupported = algorithms.REGISTRY[(collective, "ompi:default")].unsupported
+        assert unsupported(first - 1) is None and unsupported(first) == reason and unsupported(4096) == reason
+    assert algorithms.REGISTRY[("all-gather", "ompi:default")].unsupported(4096) is None
+
+
+def test_nonoverlapping_reduce_scatter_takes_fp32_when_no_itemsize_is_given():
+    """Its reduce is picked by N and S·itemsize bytes (coll_tuned_decision_fixed.c, commutative reduce: N = 5 runs
+    binary below 4096 B, chain from 4096 B): 1000 elements are 4000 B in fp32 but 5000 B at 5 B each, so the
+    default itemsize, 4 B, shows in the tree."""
+    from ringemu.algorithms.ompi_reduce_scatter import ompi_rs_nonoverlapping
+    four, five = (ompi_rs_nonoverlapping(5, numel=1000, itemsize=k) for k in (4, 5))
+    assert not np.array_equal(four.table, five.table)
+    assert np.array_equal(ompi_rs_nonoverlapping(5, numel=1000).table, four.table)
+
+
+def test_rabenseifner_checks_the_count_before_the_rank_count():
+    """coll_base_allreduce.c v5.0.10, ompi_coll_base_allreduce_intra_redscat_allgather (line 991): count <
+    nprocs_pof2 runs basic linear before anything else, so one rank (pof2 = 1) with count 0 falls back too, and with
+    count 1 runs Rabenseifner's code, which sends nothing."""
+    empty = algorithms.build("all-reduce", 1, "ompi:rabenseifner", numel=0, itemsize=4)
+    one = algorithms.build("all-reduce", 1, "ompi:rabenseifner", numel=1, itemsize=4)
+    assert (empty.name, empty.n_steps) == ("ompi_basic_linear_all_reduce", 0)
+    assert (one.name, one.n_steps) == ("ompi_rabenseifner_all_reduce", 0)

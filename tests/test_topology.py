@@ -321,14 +321,16 @@ def test_a_schedule_without_transfers_has_no_steps_to_price():
 
 def test_ledger_and_topology_type_errors_name_what_was_given():
     """The model refuses a ledger that is not a CommLedger and a topology that is not a Topology with a TypeError
-    naming the type given (its messages). The topology is an object with the links a Topology has, so that the
-    check itself is what speaks (link_model reads .intra/.inter before the check: a str fails with AttributeError)."""
+    naming the type given (its messages), before reading any attribute: an object with the links a Topology has
+    and a plain string are refused alike."""
     from types import SimpleNamespace
     with pytest.raises(TypeError, match=r"^ledger must be a CommLedger; got str$"):
         modelled_time("ledger", Topology(2, 1))
     look_alike = SimpleNamespace(n_ranks=2, intra=NVLINK, inter=INFINIBAND)
     with pytest.raises(TypeError, match=r"^topology must be a Topology; got SimpleNamespace$"):
         modelled_time(CommLedger(), look_alike)
+    with pytest.raises(TypeError, match=r"^topology must be a Topology; got str$"):
+        modelled_time(CommLedger(), "8 GPUs")
 
 
 def test_records_add_up_and_each_pays_the_launch_latency_once():

@@ -30,6 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..checks import check_int, check_numel
 from ..schedule import ADD, COPY, Schedule, check_n_ranks
 from . import Algorithm
 from ._steps import Steps
@@ -95,11 +96,23 @@ def _loop_bounds(n: int, offset: int, count: int, itemsize: int, chunk_bytes: in
     return loops
 
 
+def _check_sizes(numel: object, itemsize: object, n_channels: object, chunk_bytes: object) -> None:
+    """A clear error for sizes NCCL's loops cannot run on: a chunk must hold at least one element once aligned down
+    to the 512 B grain (a chunk of 0 elements would never advance the loop)."""
+    check_numel(numel)
+    check_int(n_channels, "n_channels", minimum=1)
+    chunk_bytes = check_int(chunk_bytes, "chunk_bytes", minimum=GRAIN_BYTES, why="the Simple protocol's grain")
+    grains = chunk_bytes // GRAIN_BYTES * GRAIN_BYTES  # bytes of a chunk, aligned down to the grain
+    check_int(itemsize, "itemsize", minimum=1, maximum=grains,
+              why=f"one element must fit in a chunk of {grains} B, chunk_bytes aligned down to {GRAIN_BYTES} B")
+
+
 def nccl_ring_all_reduce(n_ranks: int, numel: int, itemsize: int, n_channels: int = 1,
                          chunk_bytes: int = RING_CHUNK_BYTES) -> Schedule:
     """NCCL's ring all-reduce, Simple protocol (module doc): chunks are the ring chunks of every loop of every
     channel, in buffer order."""
     n = check_n_ranks(n_ranks)
+    _check_sizes(numel, itemsize, n_channels, chunk_bytes)
     channels = [_loop_bounds(n, off, cnt, itemsize, chunk_bytes)
                 for _, off, cnt in nccl_channel_parts(numel, itemsize, n_channels)]
     bounds, ids = [0], []  # ids[channel][loop]: chunk id of ring chunk 0 of that loop

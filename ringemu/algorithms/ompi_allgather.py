@@ -32,18 +32,14 @@ __all__ = ["ompi_ag_ring", "ompi_ag_bruck", "ompi_ag_recursive_doubling", "ompi_
            "ompi_ag_two_procs", "BUILDERS", "ALGORITHMS"]
 
 
-def _sized(builder):
+def _sized(builder, n_ranks: int, numel: int) -> Schedule:
     """Build on the shards of S (on one element per block when S = 0: the engine sends nothing, 0 bytes)."""
-    def build(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
-        n = check_n_ranks(n_ranks)
-        r = Ranges(numel or n)
-        disps = shard_bounds(numel or n, n)
-        builder(r, n, disps)
-        schedule = r.schedule(f"ompi_{builder.__name__.lstrip('_')}_all_gather", n, "own", "gathered", disps)
-        return emptied(schedule) if numel == 0 else schedule
-    build.__name__ = build.__qualname__ = "ompi_ag" + builder.__name__
-    build.__doc__ = builder.__doc__
-    return build
+    n = check_n_ranks(n_ranks)
+    r = Ranges(numel or n)
+    disps = shard_bounds(numel or n, n)
+    order = builder(r, n, disps)  # the order that ran: a fallback names its own
+    schedule = r.schedule(f"ompi_{order}_all_gather", n, "own", "gathered", disps)
+    return emptied(schedule) if numel == 0 else schedule
 
 
 def _blocks(r: Ranges, src, dst, first, count, disps: np.ndarray, n: int) -> None:
@@ -56,15 +52,16 @@ def _blocks(r: Ranges, src, dst, first, count, disps: np.ndarray, n: int) -> Non
     r.step((src, dst, disps[first], disps[head], COPY), (src, dst, disps[0], disps[tail], COPY))
 
 
-def _ring(r: Ranges, n: int, disps: np.ndarray) -> None:
-    """Algorithm 4 (module doc)."""
+def _ring(r: Ranges, n: int, disps: np.ndarray) -> str:
+    """Algorithm 4 (module doc). Each order steps ``r`` and returns the name of the order that ran."""
     ranks = np.arange(n, dtype=np.int64)
     for i in range(n - 1):
         b = (ranks - i) % n
         r.step((ranks, (ranks + 1) % n, disps[b], disps[b + 1], COPY))
+    return "ring"
 
 
-def _bruck(r: Ranges, n: int, disps: np.ndarray) -> None:
+def _bruck(r: Ranges, n: int, disps: np.ndarray) -> str:
     """Algorithm 2 (module doc)."""
     ranks = np.arange(n, dtype=np.int64)
     d = 1
@@ -72,26 +69,26 @@ def _bruck(r: Ranges, n: int, disps: np.ndarray) -> None:
         count = d if d <= n >> 1 else n - d
         _blocks(r, ranks, (ranks - d) % n, ranks, count, disps, n)
         d <<= 1
+    return "bruck"
 
 
-def _recursive_doubling(r: Ranges, n: int, disps: np.ndarray) -> None:
+def _recursive_doubling(r: Ranges, n: int, disps: np.ndarray) -> str:
     """Algorithm 3 (module doc)."""
     if n & (n - 1):
-        _bruck(r, n, disps)
-        return
+        return _bruck(r, n, disps)
     ranks = np.arange(n, dtype=np.int64)
     d = 1
     while d < n:
         lo = ranks - ranks % d
         r.step((ranks, ranks ^ d, disps[lo], disps[lo + d], COPY))
         d <<= 1
+    return "recursive_doubling"
 
 
-def _neighbor_exchange(r: Ranges, n: int, disps: np.ndarray) -> None:
+def _neighbor_exchange(r: Ranges, n: int, disps: np.ndarray) -> str:
     """Algorithm 5 (module doc)."""
     if n % 2:
-        _ring(r, n, disps)
-        return
+        return _ring(r, n, disps)
     ranks = np.arange(n, dtype=np.int64)
     even = ranks % 2 == 0
     neighbor = [np.where(even, (ranks + 1) % n, (ranks - 1) % n), np.where(even, (ranks - 1) % n, (ranks + 1) % n)]
@@ -104,20 +101,42 @@ def _neighbor_exchange(r: Ranges, n: int, disps: np.ndarray) -> None:
         recv_from[p] = (recv_from[p] + offset[p]) % n
         _blocks(r, ranks, neighbor[p], send_from, 2, disps, n)
         send_from = recv_from[p]
+    return "neighbor_exchange"
 
 
-def _two_procs(r: Ranges, n: int, disps: np.ndarray) -> None:
+def _two_procs(r: Ranges, n: int, disps: np.ndarray) -> str:
     """Algorithm 6 (module doc)."""
     if n != 2:
         raise ValueError(f"Open MPI's two-procs all-gather runs on 2 ranks only; got n_ranks={n}")
     r.step((0, 1, disps[0], disps[1], COPY), (1, 0, disps[1], disps[2], COPY))
+    return "two_procs"
 
 
-ompi_ag_ring = _sized(_ring)
-ompi_ag_bruck = _sized(_bruck)
-ompi_ag_recursive_doubling = _sized(_recursive_doubling)
-ompi_ag_neighbor_exchange = _sized(_neighbor_exchange)
-ompi_ag_two_procs = _sized(_two_procs)
+def ompi_ag_ring(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """The ring (algorithm 4, module doc) on the shards of ``numel`` elements; ``itemsize`` changes no message."""
+    return _sized(_ring, n_ranks, numel)
+
+
+def ompi_ag_bruck(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """Bruck (algorithm 2, module doc) on the shards of ``numel`` elements; ``itemsize`` changes no message."""
+    return _sized(_bruck, n_ranks, numel)
+
+
+def ompi_ag_recursive_doubling(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """Recursive doubling (algorithm 3, module doc) on the shards of ``numel`` elements; ``itemsize`` changes no message."""
+    return _sized(_recursive_doubling, n_ranks, numel)
+
+
+def ompi_ag_neighbor_exchange(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """Neighbor exchange (algorithm 5, module doc) on the shards of ``numel`` elements; ``itemsize`` changes no message."""
+    return _sized(_neighbor_exchange, n_ranks, numel)
+
+
+def ompi_ag_two_procs(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """Two procs (algorithm 6, module doc) on the shards of ``numel`` elements; ``itemsize`` changes no message."""
+    return _sized(_two_procs, n_ranks, numel)
+
+
 BUILDERS = {2: ompi_ag_bruck, 3: ompi_ag_recursive_doubling, 4: ompi_ag_ring, 5: ompi_ag_neighbor_exchange,
             6: ompi_ag_two_procs}
 

@@ -108,10 +108,11 @@ def ompi_basic_linear(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedul
 
 
 def ompi_rabenseifner(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
-    """Algorithm 6 (module doc); count < p runs basic linear, as the engine does."""
+    """Algorithm 6 (module doc); count < p runs basic linear, as the engine does, one rank included (the check
+    comes first: coll_base_allreduce.c v5.0.10 line 991)."""
     n = check_n_ranks(n_ranks)
     p = pow2_below(n)
-    if n > 1 and numel < p:
+    if numel < p:
         return ompi_basic_linear(n, numel=numel)
     r = Ranges(numel)
     if n == 1:

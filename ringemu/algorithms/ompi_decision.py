@@ -15,6 +15,7 @@ communication). Each table row is (N bound, [(bytes bound, algorithm id), ...]),
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import partial
 
 from ..layout import ChunkLayout
 from ..schedule import Schedule, check_n_ranks
@@ -86,22 +87,29 @@ def _rule_bytes(collective: str, n: int, numel: int, itemsize: int) -> int:
     return numel * itemsize
 
 
-def _default(collective: str):
-    def build(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
-        n = check_n_ranks(n_ranks)
-        if n == 1:
-            return _BUILDERS[collective][4 if collective != "reduce-scatter" else 3](n, numel=numel, itemsize=itemsize)
-        alg = default_choice(collective, n, _rule_bytes(collective, n, numel, itemsize))
-        return _BUILDERS[collective][alg](n, numel=numel, itemsize=itemsize).renamed(
-            f"ompi_default_{collective.replace('-', '_')}")
-    build.__name__ = build.__qualname__ = f"ompi_default_{collective.replace('-', '_')}"
-    build.__doc__ = f"The {collective} order coll/tuned's fixed rules run for this N and buffer (module doc)."
-    return build
+def _default(collective: str, n_ranks: int, numel: int, itemsize: int) -> Schedule:
+    """The schedule of the algorithm the fixed rules pick for ``collective`` (module doc), named ompi_default_*; on
+    one rank whatever they pick sends nothing (coll/self's local copy)."""
+    n = check_n_ranks(n_ranks)
+    alg = default_choice(collective, n, _rule_bytes(collective, n, numel, itemsize))
+    return _BUILDERS[collective][alg](n, numel=numel, itemsize=itemsize).renamed(
+        f"ompi_default_{collective.replace('-', '_')}")
 
 
-ompi_default_all_reduce = _default("all-reduce")
-ompi_default_reduce_scatter = _default("reduce-scatter")
-ompi_default_all_gather = _default("all-gather")
+def ompi_default_all_reduce(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """The all-reduce order coll/tuned's fixed rules run for this N and buffer (module doc)."""
+    return _default("all-reduce", n_ranks, numel, itemsize)
+
+
+def ompi_default_reduce_scatter(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """The reduce-scatter order coll/tuned's fixed rules run for this N and buffer (module doc)."""
+    return _default("reduce-scatter", n_ranks, numel, itemsize)
+
+
+def ompi_default_all_gather(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """The all-gather order coll/tuned's fixed rules run for this N and buffer (module doc)."""
+    return _default("all-gather", n_ranks, numel, itemsize)
+
 
 _ENTRY = {"all-reduce": ompi_allreduce.ALGORITHMS, "reduce-scatter": ompi_reduce_scatter.ALGORITHMS,
           "all-gather": ompi_allgather.ALGORITHMS}
@@ -114,27 +122,23 @@ _NAMES = {  # algorithm id -> the registry entry whose cost the rule's choice ha
 }
 
 
-def _cost(collective: str):
-    def cost(n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
-        """The textbook cost of the algorithm the fixed rules pick for S bytes (all-gather: S/N bytes a block),
-        without the count fallbacks (they depend on the element count, which S bytes alone does not give)."""
-        if n == 1:
-            return Fraction(0)
-        rule = nbytes // n if collective == "all-gather" else nbytes
-        name = _NAMES[collective][default_choice(collective, n, rule)]
-        return next(e for e in _ENTRY[collective] if e.name == name).cost(n, nbytes, alpha, beta)
-    return cost
+def _cost(collective: str, n: int, nbytes: int, alpha: Fraction, beta: Fraction) -> Fraction:
+    """The textbook cost of the algorithm the fixed rules pick for S bytes (all-gather: S/N bytes a block), without
+    the count fallbacks (they depend on the element count, which S bytes alone does not give)."""
+    if n == 1:
+        return Fraction(0)
+    rule = nbytes // n if collective == "all-gather" else nbytes
+    name = _NAMES[collective][default_choice(collective, n, rule)]
+    return next(e for e in _ENTRY[collective] if e.name == name).cost(n, nbytes, alpha, beta)
 
 
 _FIRST_NONOVERLAPPING = {"all-reduce": 128, "reduce-scatter": 32}  # the smallest N >= 8 whose rules pick it
 
 
-def _unsupported(collective: str):
-    def unsupported(n: int) -> str | None:
-        if collective == "all-gather" or n < _FIRST_NONOVERLAPPING[collective]:
-            return None
-        return "the nonoverlapping choice's reduce (tuned's reduce decision) is modelled for N < 32"
-    return unsupported
+def _unsupported(collective: str, n: int) -> str | None:
+    if collective == "all-gather" or n < _FIRST_NONOVERLAPPING[collective]:
+        return None
+    return "the nonoverlapping choice's reduce (tuned's reduce decision) is modelled for N < 32"
 
 
 _SRC = SOURCE_TAG + "/tuned/coll_tuned_decision_fixed.c, "
@@ -142,14 +146,14 @@ _SIZED = ("numel", "itemsize")
 ALGORITHMS = (
     Algorithm("all-reduce", "ompi:default", ompi_default_all_reduce,
               "Open MPI's choice when nothing is forced: by N and the vector's bytes, then the choice's fallbacks",
-              _SRC + "ompi_coll_tuned_allreduce_intra_dec_fixed", ENGINE, _cost("all-reduce"),
-              _unsupported("all-reduce"), options=_SIZED),
+              _SRC + "ompi_coll_tuned_allreduce_intra_dec_fixed", ENGINE, partial(_cost, "all-reduce"),
+              partial(_unsupported, "all-reduce"), options=_SIZED),
     Algorithm("reduce-scatter", "ompi:default", ompi_default_reduce_scatter,
               "Open MPI's choice when nothing is forced: by N and the whole vector's bytes",
-              _SRC + "ompi_coll_tuned_reduce_scatter_intra_dec_fixed", ENGINE, _cost("reduce-scatter"),
-              _unsupported("reduce-scatter"), options=_SIZED),
+              _SRC + "ompi_coll_tuned_reduce_scatter_intra_dec_fixed", ENGINE, partial(_cost, "reduce-scatter"),
+              partial(_unsupported, "reduce-scatter"), options=_SIZED),
     Algorithm("all-gather", "ompi:default", ompi_default_all_gather,
               "Open MPI's choice when nothing is forced: by N and one block's bytes (two-procs for N = 2)",
-              _SRC + "ompi_coll_tuned_allgather_intra_dec_fixed", ENGINE, _cost("all-gather"),
-              _unsupported("all-gather"), options=_SIZED),
+              _SRC + "ompi_coll_tuned_allgather_intra_dec_fixed", ENGINE, partial(_cost, "all-gather"),
+              partial(_unsupported, "all-gather"), options=_SIZED),
 )

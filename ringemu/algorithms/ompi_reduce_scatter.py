@@ -20,7 +20,6 @@ function of ``ompi/mca/coll/base/coll_base_reduce_scatter.c`` (open-mpi/ompi v5.
 """
 from __future__ import annotations
 
-import functools
 from fractions import Fraction
 
 import numpy as np
@@ -35,23 +34,19 @@ __all__ = ["ompi_rs_ring", "ompi_rs_recursive_halving", "ompi_rs_butterfly", "om
            "ALGORITHMS"]
 
 
-def _blocks_on_empty(builder):
+def _blocks_on_empty(builder, n_ranks: int, numel: int, itemsize: int) -> Schedule:
     """For S = 0 (no communication in the engine): the pattern of one element per block, every chunk emptied."""
-    @functools.wraps(builder)
-    def build(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
-        if numel == 0:
-            return emptied(builder(n_ranks, numel=check_n_ranks(n_ranks), itemsize=itemsize))
-        return builder(n_ranks, numel=numel, itemsize=itemsize)
-    return build
+    if numel == 0:
+        return emptied(builder(n_ranks, check_n_ranks(n_ranks), itemsize))
+    return builder(n_ranks, numel, itemsize)
 
 
 def _done(r: Ranges, name: str, n: int, disps: np.ndarray) -> Schedule:
     return r.schedule(f"ompi_{name}_reduce_scatter", n, "all", "reduced-own", disps)
 
 
-@_blocks_on_empty
-def ompi_rs_ring(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
-    """Algorithm 3 (module doc): N-1 steps; block b completes on rank b."""
+def _rs_ring(n_ranks: int, numel: int, itemsize: int) -> Schedule:
+    """The steps of :func:`ompi_rs_ring` (S = 0: one element per block, emptied by the wrapper)."""
     n = check_n_ranks(n_ranks)
     disps = shard_bounds(numel, n)
     r = Ranges(numel)
@@ -81,9 +76,8 @@ def _vstart(disps: np.ndarray, rem: int, p: int) -> np.ndarray:
     return disps[np.where(i < rem, 2 * i, i + rem)]
 
 
-@_blocks_on_empty
-def ompi_rs_recursive_halving(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
-    """Algorithm 2 (module doc)."""
+def _rs_recursive_halving(n_ranks: int, numel: int, itemsize: int) -> Schedule:
+    """The steps of :func:`ompi_rs_recursive_halving` (S = 0: one element per block, emptied by the wrapper)."""
     n = check_n_ranks(n_ranks)
     disps = shard_bounds(numel, n)
     r = Ranges(numel)
@@ -109,9 +103,8 @@ def ompi_rs_recursive_halving(n_ranks: int, *, numel: int, itemsize: int = 4) ->
     return _done(r, "recursive_halving", n, disps)
 
 
-@_blocks_on_empty
-def ompi_rs_butterfly(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
-    """Algorithm 4 (module doc): the engine's general butterfly, for every N."""
+def _rs_butterfly(n_ranks: int, numel: int, itemsize: int) -> Schedule:
+    """The steps of :func:`ompi_rs_butterfly` (S = 0: one element per block, emptied by the wrapper)."""
     n = check_n_ranks(n_ranks)
     disps = shard_bounds(numel, n)
     r = Ranges(numel)
@@ -145,10 +138,8 @@ def _last(real, vp, v, pair, first, disps):
     return (real[send], owner[send], disps[owner[send]], disps[owner[send] + 1], COPY)
 
 
-@_blocks_on_empty
-def ompi_rs_nonoverlapping(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
-    """Algorithm 1: tuned's reduce of the whole vector to rank 0 (by N and S·itemsize bytes), then rank 0 sends each
-    rank its block."""
+def _rs_nonoverlapping(n_ranks: int, numel: int, itemsize: int) -> Schedule:
+    """The steps of :func:`ompi_rs_nonoverlapping` (S = 0: one element per block, emptied by the wrapper)."""
     n = check_n_ranks(n_ranks)
     disps = shard_bounds(numel, n)
     r = Ranges(numel)
@@ -157,6 +148,27 @@ def ompi_rs_nonoverlapping(n_ranks: int, *, numel: int, itemsize: int = 4) -> Sc
         others = np.arange(1, n, dtype=np.int64)
         r.step((0, others, disps[others], disps[others + 1], COPY))
     return _done(r, "nonoverlapping", n, disps)
+
+
+def ompi_rs_ring(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """Algorithm 3 (module doc): N-1 steps; block b completes on rank b."""
+    return _blocks_on_empty(_rs_ring, n_ranks, numel, itemsize)
+
+
+def ompi_rs_recursive_halving(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """Algorithm 2 (module doc)."""
+    return _blocks_on_empty(_rs_recursive_halving, n_ranks, numel, itemsize)
+
+
+def ompi_rs_butterfly(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """Algorithm 4 (module doc): the engine's general butterfly, for every N."""
+    return _blocks_on_empty(_rs_butterfly, n_ranks, numel, itemsize)
+
+
+def ompi_rs_nonoverlapping(n_ranks: int, *, numel: int, itemsize: int = 4) -> Schedule:
+    """Algorithm 1: tuned's reduce of the whole vector to rank 0 (by N and S·itemsize bytes), then rank 0 sends each
+    rank its block."""
+    return _blocks_on_empty(_rs_nonoverlapping, n_ranks, numel, itemsize)
 
 
 BUILDERS = {1: ompi_rs_nonoverlapping, 2: ompi_rs_recursive_halving, 3: ompi_rs_ring, 4: ompi_rs_butterfly}

@@ -7,9 +7,10 @@ strict score. Review again when a file listed here changes.
 """
 from __future__ import annotations
 
-__all__ = ["EQUIVALENT"]
+from equivalent_ompi import OMPI_ORDERS  # this directory: the engine orders' reviewed survivors
+from equivalent_orders import NUMPY_INT as _NUMPY_INT, ORDERS
 
-_NUMPY_INT = "numpy's default integer is int64 on 64-bit Linux (numpy 2): the dtype argument changes nothing"
+__all__ = ["EQUIVALENT"]
 
 _ONLY_SPEED = ("transfers_of answers the same by a mask or by a by-chunk index: which one is used from which call on "
                "changes only its speed")
@@ -183,8 +184,11 @@ EQUIVALENT = {
         'a stable sort of sorted keys is the identity, and equal keys are merged by an order-free integer sum',
     'ringemu.topology.x__counts__mutmut_14':
         'a stable sort of sorted keys is the identity, and equal keys are merged by an order-free integer sum',
-    'ringemu.topology.x_link_model__mutmut_20':
+    'ringemu.topology.x_link_model__mutmut_21':
         'wire_elements() is already int64, and LinkProfile casts its weights to int64 itself',
-    'ringemu.topology.x_link_model__mutmut_22':
+    'ringemu.topology.x_link_model__mutmut_23':
         'wire_elements() is already int64, and LinkProfile casts its weights to int64 itself',
+    # the engine orders (engine-orders, engine-orders-rest): their own files
+    **ORDERS,
+    **OMPI_ORDERS,
 }

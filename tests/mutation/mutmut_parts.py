@@ -156,22 +156,47 @@ def run_part(part: str, mutmut: str, children: int) -> dict:
 
 
 def rerun_part(part: str, work: Path, mutmut: str, children: int) -> dict:
-    """Bring the tests of an earlier run's scratch copy ``work`` up to date and run its misses again (every
-    mutant not killed); a mutant once killed stays killed, since tests are only ever added to catch one. Where
-    the part's list of test files changed, mutmut itself discards every verdict: then every mutant runs again."""
+    """Bring an earlier run's scratch copy ``work`` up to date and run its misses again (every mutant not killed);
+    a mutant once killed stays killed, since tests are only ever added to catch one. The tests are copied as they
+    are now; so is the code: mutmut re-mutates every function whose source changed (its verdicts start afresh)
+    and, the call map being rebuilt, runs those new mutants first. Where the part's list of test files changed,
+    mutmut itself discards every verdict: then every mutant runs again."""
     before_config = (work / "setup.cfg").read_text()
     before = _results(part, work, mutmut, 0.0, None)
     shutil.copytree(ROOT / "tests", work / "tests", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     _configure(part, work)  # the part's test files as they are now
+    start = time.perf_counter()
+    if _sync_code(work):  # re-mutate what changed, with a call map (test -> functions) made afresh
+        (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+        subprocess.run([mutmut, "run", "--max-children", str(children)], cwd=work, env=_env(work),
+                       capture_output=True, text=True)
+    present = {line.split(":")[0].strip() for line in subprocess.run(
+        [mutmut, "results", "--all", "true"], cwd=work, env=_env(work), capture_output=True, text=True).stdout
+        .splitlines() if ":" in line}
     names = [s.split(" ")[0] for s in before["survivors"] if not s.endswith("(not checked)")] + [
         name for name in EQUIVALENT if any(name.startswith(_module(f) + ".") for f in PARTS[part][0])]
+    names = [name for name in names if name in present]  # a changed function's old mutants are gone
     if (work / "setup.cfg").read_text() != before_config:
         names = []  # a new selection: a full run
-    start = time.perf_counter()
     run = subprocess.run([mutmut, "run", "--max-children", str(children), *names], cwd=work, env=_env(work),
                          capture_output=True, text=True)
     return _results(part, work, mutmut, time.perf_counter() - start, run)
+
+
+def _sync_code(work: Path) -> bool:
+    """Copy every source file that differs from the scratch copy's into it; whether any did."""
+    changed = False
+    for name in ("ringemu", "zero_stages", "proofs", "examples", "benchmarks"):
+        for source in (ROOT / name).rglob("*.py"):
+            if "__pycache__" in source.parts:
+                continue
+            target = work / source.relative_to(ROOT)
+            if not target.exists() or target.read_bytes() != source.read_bytes():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(source, target)
+                changed = True
+    return changed
 
 
 def _module(path: str) -> str:

@@ -6,7 +6,7 @@ One row per part: of several results for one part the last wins, the files read 
 PART-r1.json, PART-r2.json, ... (a rerun's file after the run it reran, whatever order the shell gives them),
 then one row per package: the parts whose files lie in that package, added up. Score = killed / all mutants (every
 other outcome is a miss); the score without the reviewed equivalent mutants (tests/mutation/equivalent.py) is printed
-beside it.
+beside it. Last, a sentence on how much of each package the parts mutate.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from equivalent import EQUIVALENT  # this directory: the reviewed equivalent mutants
 
-__all__ = ["load", "tables", "main"]
+__all__ = ["load", "tables", "coverage", "main"]
 
 OUTCOMES = ("survived", "equivalent", "timeout", "no tests")
 
@@ -85,12 +85,33 @@ def tables(parts: dict[str, dict]) -> str:
     return "\n".join(out)
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def coverage(parts: dict[str, dict], root: Path = ROOT) -> str:
+    """One sentence: of each package's Python files (and their lines, docstrings included), how many the parts
+    mutate, counted in the tree as it is now."""
+    mutated = {f for r in parts.values() for f in r["files"]}
+    said = []
+    for package in sorted({_package(r) for r in parts.values()}):
+        files = sorted((root / package).rglob("*.py"))
+        lines = {f.relative_to(root).as_posix(): len(f.read_text().splitlines()) for f in files}
+        ours = [f for f in lines if f in mutated]
+        owner = package + ("'" if package.endswith("s") else "'s")
+        said.append(f"{len(ours)} of {owner} {len(lines)} files ({sum(lines[f] for f in ours):,} of its "
+                    f"{sum(lines.values()):,} lines)")
+    return "The parts mutate " + ", ".join(said[:-1]) + " and " + said[-1] + "."
+
+
 def main(argv: list[str] | None = None) -> int:
     paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
     if not paths:
         print("usage: mutmut_table.py RESULT.json ...", file=sys.stderr)
         return 2
-    print(tables(load(paths)))
+    parts = load(paths)
+    print(tables(parts))
+    print()
+    print(coverage(parts))
     return 0
 
 
