@@ -106,7 +106,8 @@ def program(schedule: Schedule, layout, shard_results: bool, in_place: bool) -> 
     if owned is not None and layout.n_chunks == schedule.n_chunks:
         has_input, keep_lo, keep_hi = owned
         table = np.ascontiguousarray(schedule.table, dtype=np.int64)
-        step, src, dst, chunk_of, op = (np.ascontiguousarray(table[:, k]) for k in range(5))
+        # fresh writable columns: an empty table's column is a read-only view, another numba signature (a compile)
+        step, src, dst, chunk_of, op = (table[:, k].copy() for k in range(5))
         order = np.argsort(chunk_of, kind="stable").astype(np.int64)
         bounds = np.searchsorted(chunk_of[order], np.arange(schedule.n_chunks + 1)).astype(np.int64)
         n_keep = int(np.count_nonzero(keep_lo < keep_hi))
