@@ -200,13 +200,25 @@ def test_the_ledger_counts_the_same_traffic_on_both_paths(case, n, numel, seed):
     assert ledgers[0].per_step() == ledgers[1].per_step()
 
 
-def test_the_planner_compiles_once_whatever_the_schedule():
+def test_the_planner_compiles_once_whatever_the_schedule(monkeypatch):
     """The planner's kernel sees one numba signature for every schedule: an empty table (one rank) gives the same
-    writable int64 columns as a full one, so a world warmed on 4 ranks never compiles again on 1 (a compile inside
-    a hypothesis example is seconds past any deadline). Each call is counted in the dispatcher's signatures."""
-    from ringemu.direct.kernels import plan_direct
+    writable C-contiguous int64 columns as a full one, so a world warmed on 4 ranks never compiles again on 1 (a
+    compile inside a hypothesis example is seconds past any deadline). The arrays each call receives are checked
+    (with the JIT on or off), and with the JIT on, the dispatcher's signatures."""
+    from ringemu._jit import JIT_ENABLED
+    from ringemu.direct import kernels as kernels_direct
+    plan_direct, seen = kernels_direct.plan_direct, []
+
+    def recording(*args):
+        seen.append([(a.dtype, a.flags.writeable, a.flags.c_contiguous) for a in args if isinstance(a, np.ndarray)])
+        return plan_direct(*args)
+
+    monkeypatch.setattr(kernels_direct, "plan_direct", recording)
     for n in (1, 4, 1, 2):
         schedule = algorithms.build("all-reduce", n, "ring")
         schedule.__dict__.pop("_direct_programs", None)  # the program cache would skip the planner
         assert program(schedule, layout_for(schedule, 8), False, False) is not None
-    assert len(plan_direct.signatures) == 1, plan_direct.signatures
+    assert len(seen) == 4 and all(flags == seen[1] for flags in seen), seen
+    assert all(writeable and contiguous for _, writeable, contiguous in seen[0]), seen[0]
+    if JIT_ENABLED:
+        assert len(plan_direct.signatures) == 1, plan_direct.signatures
